@@ -6,4 +6,8 @@
 //! the runbook engine (`runbook`), and the embedded API server and simulated
 //! landscape used for tests, `playground` and `demo` (`sim`).
 
+pub mod api;
+pub mod health;
+pub mod kube;
+pub mod output;
 pub mod sim;

@@ -4,3 +4,4 @@
 
 pub mod apiserver;
 pub mod etcd;
+pub mod landscape;
