@@ -1,1 +1,16 @@
-//! (being built)
+//! Cluster access: clients built like kubectl builds them, target resolution (`NAME`, `NAMESPACE/NAME`, `-n`,
+//! `-A`, `-l`), errors an operator can act on, waits, and the operations on Etcds the foundation commands run
+//! (annotations, inventory of managed resources, install).
+
+pub mod annotate;
+pub mod etcds;
+pub mod config;
+pub mod error;
+pub mod install;
+pub mod inventory;
+pub mod target;
+pub mod wait;
+
+pub use config::{AccessOptions, Cluster, connect};
+pub use error::ClusterError;
+pub use target::{ObjectKey, TargetArgs, Targets, UsageError};

@@ -1,1 +1,176 @@
-//! (being built)
+//! Output: the one printer behind `-o table|wide|json|yaml|name|jsonl`, the color policy (`--color`,
+//! `NO_COLOR`, never off a terminal), human durations, the `status` rendering, and progress/prompt helpers.
+
+pub mod age;
+pub mod progress;
+pub mod status;
+pub mod table;
+
+use std::io::Write;
+use std::sync::OnceLock;
+
+use serde::Serialize;
+
+pub use table::{Cell, Style, Table};
+
+static COMMAND_NAME: OnceLock<&'static str> = OnceLock::new();
+
+/// Records how the user invoked druidctl: `kubectl druid` when run as the `kubectl-druid` plugin.
+pub fn set_command_name(name: &'static str) {
+    let _ = COMMAND_NAME.set(name);
+}
+
+/// How messages name the program: `druidctl` or `kubectl druid`.
+pub fn command_name() -> &'static str {
+    COMMAND_NAME.get().copied().unwrap_or("druidctl")
+}
+
+/// `-o/--output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned columns for people.
+    #[default]
+    Table,
+    /// The table with more columns.
+    Wide,
+    /// JSON: API objects, or the documented schema of the command.
+    Json,
+    /// YAML of the same content as `json`.
+    Yaml,
+    /// `kind.group/name` per object.
+    Name,
+    /// One JSON document per line (streams).
+    Jsonl,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// Color when stdout is a terminal and `NO_COLOR` is unset.
+    #[default]
+    Auto,
+    /// Always color.
+    Always,
+    /// Never color.
+    Never,
+}
+
+/// Decides whether to color: `always`/`never` win; `auto` colors only on a terminal without `NO_COLOR`.
+pub fn use_color(choice: ColorChoice, no_color_env: Option<&str>, stdout_is_terminal: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => stdout_is_terminal && no_color_env.is_none_or(str::is_empty),
+    }
+}
+
+/// Errors of the printer.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// Writing to stdout failed (e.g. a closed pipe).
+    #[error("cannot write output: {0}")]
+    Io(#[from] std::io::Error),
+    /// The format does not apply to this command.
+    #[error("output format {0:?} is not supported by this command")]
+    Unsupported(&'static str),
+}
+
+/// Something the printer can show in every format.
+pub trait Printable {
+    /// The table (`wide` adds columns).
+    fn table(&self, wide: bool) -> Table;
+    /// The value for `json`/`yaml`.
+    fn document(&self) -> serde_json::Value;
+    /// `kind.group/name` lines for `-o name`.
+    fn names(&self) -> Vec<String>;
+}
+
+/// Writes command results to stdout in the chosen format.
+pub struct Printer {
+    format: OutputFormat,
+    color: bool,
+    out: Box<dyn Write + Send>,
+}
+
+impl Printer {
+    /// A printer to stdout.
+    pub fn stdout(format: OutputFormat, color: bool) -> Printer {
+        Printer { format, color, out: Box::new(std::io::stdout()) }
+    }
+    /// A printer to any writer (tests).
+    pub fn to_writer(format: OutputFormat, color: bool, out: Box<dyn Write + Send>) -> Printer {
+        Printer { format, color, out }
+    }
+    /// The chosen format.
+    pub fn format(&self) -> OutputFormat {
+        self.format
+    }
+    /// Whether color is on.
+    pub fn color(&self) -> bool {
+        self.color
+    }
+    /// Prints `item` in the chosen format.
+    pub fn print(&mut self, item: &dyn Printable) -> Result<(), OutputError> {
+        match self.format {
+            OutputFormat::Table | OutputFormat::Wide => {
+                let t = item.table(self.format == OutputFormat::Wide);
+                write!(self.out, "{}", t.render(self.color))?;
+            }
+            OutputFormat::Json => self.json(&item.document())?,
+            OutputFormat::Jsonl => self.jsonl(&item.document())?,
+            OutputFormat::Yaml => self.yaml(&item.document())?,
+            OutputFormat::Name => {
+                for n in item.names() {
+                    writeln!(self.out, "{n}")?;
+                }
+            }
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+    /// Prints raw text (already rendered for a person).
+    pub fn text(&mut self, text: &str) -> Result<(), OutputError> {
+        write!(self.out, "{text}")?;
+        self.out.flush()?;
+        Ok(())
+    }
+    /// Pretty JSON.
+    pub fn json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), OutputError> {
+        let s = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+        writeln!(self.out, "{s}")?;
+        Ok(())
+    }
+    /// One JSON document on one line.
+    pub fn jsonl<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), OutputError> {
+        let s = serde_json::to_string(value).map_err(std::io::Error::other)?;
+        writeln!(self.out, "{s}")?;
+        self.out.flush()?;
+        Ok(())
+    }
+    /// YAML.
+    pub fn yaml<T: Serialize>(&mut self, value: &T) -> Result<(), OutputError> {
+        let s = serde_saphyr::to_string(value).map_err(std::io::Error::other)?;
+        write!(self.out, "{s}")?;
+        Ok(())
+    }
+}
+
+/// Wraps API objects as kubectl does for several: `{"apiVersion":"v1","kind":"List","items":[…]}`.
+pub fn list_document(items: Vec<serde_json::Value>) -> serde_json::Value {
+    serde_json::json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": items })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn color_policy() {
+        assert!(!use_color(ColorChoice::Auto, None, false), "never off a terminal");
+        assert!(use_color(ColorChoice::Auto, None, true));
+        assert!(!use_color(ColorChoice::Auto, Some("1"), true), "NO_COLOR");
+        assert!(use_color(ColorChoice::Auto, Some(""), true), "empty NO_COLOR is unset");
+        assert!(use_color(ColorChoice::Always, Some("1"), false), "explicit flag wins");
+        assert!(!use_color(ColorChoice::Never, None, true));
+    }
+}

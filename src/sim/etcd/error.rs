@@ -107,6 +107,11 @@ impl EtcdError {
             || matches!(self, EtcdError::Server { message, .. } if message.contains("no leader") || message.contains("timed out") || message.contains("leader changed"))
     }
 
+    /// An [`EtcdError::Io`] for `action` on `path`.
+    pub fn io_pub(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EtcdError::Io { action, path: path.into(), source }
+    }
+
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EtcdError::Io { action, path: path.into(), source }
     }

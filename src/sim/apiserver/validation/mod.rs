@@ -9,8 +9,29 @@
 //! v.default_and_prune(&mut obj);                           // on create/update, before validation
 //! let errs: Vec<FieldError> = v.validate(&obj, old.as_ref(), Scope::Main);
 //! ```
+//!
+//! Files: [`schema`] parses the structural schema, [`defaulting`] prunes and defaults,
+//! [`structural`] and [`formats`] validate values like kube-openapi, [`cel_rules`] compiles and
+//! evaluates `x-kubernetes-validations` with [`cel_library`] (the Kubernetes CEL functions), and
+//! [`errors`] prints field errors exactly like `k8s.io/apimachinery`.
+
+use std::sync::Arc;
 
 use serde_json::Value;
+
+mod cel_library;
+mod cel_rules;
+mod defaulting;
+mod errors;
+mod formats;
+mod schema;
+mod structural;
+
+#[cfg(test)]
+mod tests;
+
+use errors::Seg;
+use schema::Schema;
 
 /// Which part of the object a write touches: the main resource validates everything except
 /// `status`; the status subresource validates only `status` (like kube-apiserver).
@@ -46,21 +67,109 @@ pub struct SchemaError {
 /// Compiled validator for one version of one CRD.
 #[derive(Debug, Clone)]
 pub struct CrdValidator {
-    #[allow(dead_code)]
-    schema: Value,
+    root: Arc<Schema>,
+    rule_count: usize,
 }
 
 impl CrdValidator {
     /// Compiles `openAPIV3Schema` of one CRD version (including all CEL rules).
     pub fn new(schema: &Value) -> Result<Self, Vec<SchemaError>> {
-        Ok(Self { schema: schema.clone() })
+        let mut errors = Vec::new();
+        let mut root = Schema::parse(schema, "openAPIV3Schema", &mut errors);
+        cel_rules::compile_tree(&mut root, "openAPIV3Schema", true, true, &mut errors);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let rule_count = root.count_rules();
+        Ok(Self {
+            root: Arc::new(root),
+            rule_count,
+        })
+    }
+
+    /// Number of `x-kubernetes-validations` rules compiled (all of them are evaluated).
+    pub fn rule_count(&self) -> usize {
+        self.rule_count
     }
 
     /// Applies schema defaults and prunes unknown fields, in place.
-    pub fn default_and_prune(&self, _obj: &mut Value) {}
+    pub fn default_and_prune(&self, obj: &mut Value) {
+        defaulting::default_and_prune(obj, &self.root);
+    }
 
     /// Validates `obj` (with `old` for transition rules on update).
-    pub fn validate(&self, _obj: &Value, _old: Option<&Value>, _scope: Scope) -> Vec<FieldError> {
-        Vec::new()
+    pub fn validate(&self, obj: &Value, old: Option<&Value>, scope: Scope) -> Vec<FieldError> {
+        let Some(map) = obj.as_object() else {
+            return vec![errors::type_invalid(
+                String::new(),
+                errors::Bad::Str("object".into()),
+                "must be of type object",
+            )];
+        };
+        let in_scope = |k: &str| match scope {
+            Scope::Main => k != "status",
+            Scope::Status => k == "status",
+        };
+        let old_map = old.and_then(Value::as_object);
+        let root = &self.root;
+
+        let mut findings = structural::Findings::default();
+        let mut path: Vec<Seg> = Vec::new();
+        for (k, ps) in &root.properties {
+            if !in_scope(k) {
+                continue;
+            }
+            if let Some(child) = map.get(k) {
+                path.push(Seg::Field(k.clone()));
+                structural::validate(
+                    ps,
+                    child,
+                    old_map.and_then(|m| m.get(k)),
+                    &mut path,
+                    &mut findings,
+                );
+                path.pop();
+            }
+        }
+        for k in &root.required {
+            if in_scope(k) && !map.contains_key(k) {
+                findings.schema.push(errors::required(k.clone(), ""));
+            }
+        }
+
+        let mut cel_errors = Vec::new();
+        let mut walk = cel_rules::Walk {
+            errors: &mut cel_errors,
+        };
+        let unchanged = old == Some(obj);
+        cel_rules::eval_node(root, obj, old, unchanged, true, &mut path, &mut walk);
+        for (k, child) in map {
+            if !in_scope(k) {
+                continue;
+            }
+            let Some(ps) = root.properties.get(k) else {
+                continue;
+            };
+            path.push(Seg::Field(k.clone()));
+            let corr = cel_rules::Correlation {
+                correlatable: true,
+                parent_unchanged: unchanged,
+            };
+            cel_rules::eval_tree(
+                ps,
+                child,
+                old_map.and_then(|m| m.get(k)),
+                corr,
+                &mut path,
+                &mut walk,
+            );
+            path.pop();
+        }
+
+        let mut out = findings.schema;
+        out.extend(findings.embedded);
+        out.extend(findings.lists);
+        out.extend(cel_errors);
+        out
     }
 }

@@ -1,0 +1,266 @@
+//! The command line: clap definitions (their doc comments are the help text), global flags, and dispatch.
+//! Each command file turns arguments into a library call and prints the result; nothing here decides.
+
+pub mod completion;
+pub mod exit;
+pub mod generate;
+pub mod install;
+pub mod list_resources;
+pub mod protection;
+pub mod reconcile;
+pub mod resume_reconcile;
+pub mod status;
+pub mod suspend_reconcile;
+pub mod version;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
+use druidctl::kube::target::{TargetArgs, Targets, WhenUnnamed, resolve};
+use druidctl::kube::{AccessOptions, Cluster, connect};
+use druidctl::output::{ColorChoice, OutputFormat, Printer};
+
+/// Operations toolkit for etcd clusters managed by etcd-druid.
+///
+/// Health at a glance, safe one-shot actions and (soon) guided runbooks. Also works as a kubectl plugin:
+/// `kubectl druid …`.
+#[derive(Debug, Parser)]
+#[command(name = "druidctl", version, propagate_version = true, max_term_width = 110)]
+pub struct Cli {
+    /// Flags every command accepts.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command accepts.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, a list, else ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace (default: the context's namespace, else "default").
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Act on every namespace.
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// Label selector, e.g. -l app=etcd-statefulset,role=main.
+    #[arg(short = 'l', long, global = true, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t, value_name = "FORMAT")]
+    pub output: OutputFormat,
+    /// When to color output (NO_COLOR is honoured in auto mode).
+    #[arg(long, global = true, value_enum, default_value_t, value_name = "WHEN")]
+    pub color: ColorChoice,
+    /// More logging on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Time limit for each API request, e.g. 30s or 1m ("0": none).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "0", value_parser = parse_timeout)]
+    pub request_timeout: RequestTimeout,
+}
+
+/// A parsed `--request-timeout`.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestTimeout(pub Option<Duration>);
+
+fn parse_timeout(s: &str) -> Result<RequestTimeout, String> {
+    druidctl::kube::config::parse_request_timeout(s).map(RequestTimeout)
+}
+
+/// Parses a duration flag such as `--timeout 5m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    druidctl::kube::config::parse_duration(s)
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Health of Etcds: quorum, members, leases, pods, PVCs, conditions, backups, tasks; exit code for CI.
+    Status(status::StatusArgs),
+    /// Every resource etcd-druid manages for an Etcd, grouped by kind.
+    ListResources(list_resources::ListResourcesArgs),
+    /// Ask etcd-druid to reconcile an Etcd now; --wait until it did.
+    Reconcile(reconcile::ReconcileArgs),
+    /// Stop etcd-druid from reconciling an Etcd's spec (status is still updated).
+    SuspendReconcile(suspend_reconcile::SuspendReconcileArgs),
+    /// Let etcd-druid reconcile an Etcd's spec again.
+    ResumeReconcile(resume_reconcile::ResumeReconcileArgs),
+    /// Turn the webhook that protects an Etcd's managed resources on or off.
+    Protection(protection::ProtectionArgs),
+    /// Install the EtcdOperatorTask CRD and RBAC (and optionally `serve`) with server-side apply.
+    Install(install::InstallArgs),
+    /// Shell completion (bash, zsh, fish, powershell), including Etcd names from the cluster.
+    Completion(completion::CompletionArgs),
+    /// Print the version.
+    Version(version::VersionArgs),
+    /// Regenerate completions/, man/, deploy/ and docs/exit-codes.md (for maintainers).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
+}
+
+/// Positional Etcd targets (`NAME` or `NAMESPACE/NAME`).
+#[derive(Debug, Clone, Args)]
+pub struct EtcdTargets {
+    /// Etcd names: NAME or NAMESPACE/NAME.
+    #[arg(value_name = "ETCD", add = ArgValueCompleter::new(completion::etcd_names))]
+    pub etcds: Vec<String>,
+}
+
+/// The clap command, named as invoked (`kubectl druid` when run as the plugin).
+pub fn command() -> clap::Command {
+    let cmd = Cli::command();
+    if druidctl::output::command_name() == "kubectl druid" { cmd.bin_name("kubectl druid") } else { cmd }
+}
+
+/// Interrupted by Ctrl-C.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// What a command needs besides its own arguments.
+pub struct Context {
+    /// Global flags.
+    pub global: GlobalArgs,
+    /// The printer.
+    pub printer: Printer,
+}
+
+impl Context {
+    /// Builds the context from global flags (resolves the color policy).
+    pub fn new(global: GlobalArgs) -> Context {
+        use std::io::IsTerminal;
+        let no_color = std::env::var("NO_COLOR").ok();
+        let color = druidctl::output::use_color(global.color, no_color.as_deref(), std::io::stdout().is_terminal());
+        let printer = Printer::stdout(global.output, color);
+        Context { global, printer }
+    }
+
+    /// Connects to the cluster as kubectl would.
+    pub async fn connect(&self) -> Result<Cluster, druidctl::kube::ClusterError> {
+        connect(&AccessOptions {
+            kubeconfig: self.global.kubeconfig.clone(),
+            context: self.global.context.clone(),
+            namespace: self.global.namespace.clone(),
+            request_timeout: self.global.request_timeout.0,
+            prefer_in_cluster: false,
+        })
+        .await
+    }
+
+    /// Checks target flags that need no cluster (so bad input fails before connecting).
+    pub fn check_targets(&self, names: &[String], when: WhenUnnamed) -> Result<(), druidctl::kube::UsageError> {
+        resolve(&self.target_args(names), "default", when, "etcd").map(|_| ())
+    }
+
+    /// Resolves targets against the context's namespace.
+    pub fn targets(&self, cluster: &Cluster, names: &[String], when: WhenUnnamed) -> Result<Targets, druidctl::kube::UsageError> {
+        resolve(&self.target_args(names), &cluster.namespace, when, "etcd")
+    }
+
+    fn target_args(&self, names: &[String]) -> TargetArgs {
+        TargetArgs {
+            names: names.to_vec(),
+            // `-n` only counts as explicit when given; the context namespace is the default.
+            namespace: self.global.namespace.clone(),
+            all_namespaces: self.global.all_namespaces,
+            selector: self.global.selector.clone(),
+        }
+    }
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut ctx = Context::new(cli.global);
+    match cli.command {
+        Command::Version(a) => version::exec(&mut ctx, a),
+        Command::Completion(a) => completion::exec(&mut ctx, a),
+        Command::Generate(a) => generate::exec(&mut ctx, a),
+        Command::Install(a) if a.print => install::print(&mut ctx, a),
+        other => {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            rt.block_on(async move {
+                let work = async {
+                    match other {
+                        Command::Status(a) => status::exec(&mut ctx, a).await,
+                        Command::ListResources(a) => list_resources::exec(&mut ctx, a).await,
+                        Command::Reconcile(a) => reconcile::exec(&mut ctx, a).await,
+                        Command::SuspendReconcile(a) => suspend_reconcile::exec(&mut ctx, a).await,
+                        Command::ResumeReconcile(a) => resume_reconcile::exec(&mut ctx, a).await,
+                        Command::Protection(a) => protection::exec(&mut ctx, a).await,
+                        Command::Install(a) => install::exec(&mut ctx, a).await,
+                        Command::Version(_) | Command::Completion(_) | Command::Generate(_) => unreachable!("handled above"),
+                    }
+                };
+                tokio::select! {
+                    r = work => r,
+                    _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
+                }
+            })
+        }
+    }
+}
+
+/// Outcomes of an annotation command, printable in every format.
+pub struct Outcomes(pub Vec<druidctl::kube::annotate::Outcome>);
+
+impl druidctl::output::Printable for Outcomes {
+    fn table(&self, _wide: bool) -> druidctl::output::Table {
+        // People get one sentence per Etcd; the header-less table keeps the printer in charge.
+        let mut t = druidctl::output::Table::new(&["result"]);
+        for o in &self.0 {
+            t.row(vec![druidctl::output::Cell::plain(&o.message)]);
+        }
+        t
+    }
+    fn document(&self) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": druidctl::output::status::STATUS_API_VERSION,
+            "kind": "ActionResultList",
+            "items": self.0,
+        })
+    }
+    fn names(&self) -> Vec<String> {
+        self.0.iter().map(|o| format!("etcd.druid.gardener.cloud/{}", o.etcd.name)).collect()
+    }
+}
+
+/// Prints outcomes: plain sentences for tables, documents otherwise.
+pub fn print_outcomes(ctx: &mut Context, outcomes: Vec<druidctl::kube::annotate::Outcome>) -> anyhow::Result<()> {
+    use druidctl::output::OutputFormat;
+    match ctx.printer.format() {
+        OutputFormat::Table | OutputFormat::Wide => {
+            let text: String = outcomes.iter().map(|o| format!("{}\n", o.message)).collect();
+            ctx.printer.text(&text)?;
+        }
+        _ => ctx.printer.print(&Outcomes(outcomes))?,
+    }
+    Ok(())
+}
+
+/// Resolves the targets of a write command to Etcds (a name or `-l` is required).
+pub async fn write_targets(ctx: &Context, names: &[String]) -> anyhow::Result<(Cluster, Vec<druidctl::api::Etcd>)> {
+    ctx.check_targets(names, WhenUnnamed::RequireNameOrSelector)?;
+    let cluster = ctx.connect().await?;
+    let targets = ctx.targets(&cluster, names, WhenUnnamed::RequireNameOrSelector)?;
+    let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
+    if etcds.is_empty() {
+        return Err(druidctl::kube::ClusterError::NotFound {
+            kind: "etcd".into(),
+            name: ctx.global.selector.clone().map(|s| format!("matching -l {s}")).unwrap_or_default(),
+            namespace: if ctx.global.all_namespaces { "(all)".into() } else { ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone()) },
+            hint: None,
+        }
+        .into());
+    }
+    Ok((cluster, etcds))
+}

@@ -1,0 +1,94 @@
+//! `status [ETCD…]`: the health model of each Etcd; exit code 0 when all are healthy, 4 when not.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use clap::Args;
+use druidctl::health::{self, HealthReport};
+use druidctl::kube::target::WhenUnnamed;
+use druidctl::output::{OutputFormat, status as render};
+
+use super::{Context, EtcdTargets, parse_duration};
+
+/// Arguments of `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Which Etcds (default: every Etcd in the namespace).
+    #[command(flatten)]
+    pub targets: EtcdTargets,
+    /// Keep watching: re-read and print whenever something changed (Ctrl-C ends it).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// How often --watch re-reads.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub interval: Duration,
+}
+
+/// Reads and judges every target Etcd concurrently.
+async fn reports(ctx: &Context, cluster: &druidctl::kube::Cluster, names: &[String]) -> anyhow::Result<Vec<HealthReport>> {
+    let targets = ctx.targets(cluster, names, WhenUnnamed::ListAll)?;
+    let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
+    let inputs = futures::future::try_join_all(etcds.into_iter().map(|e| health::collect(&cluster.client, e))).await?;
+    let now = jiff::Timestamp::now();
+    Ok(inputs.iter().map(|i| health::assess(&i, now)).collect())
+}
+
+fn print(ctx: &mut Context, reports: &[HealthReport]) -> anyhow::Result<()> {
+    match ctx.printer.format() {
+        OutputFormat::Table | OutputFormat::Wide => {
+            let wide = ctx.printer.format() == OutputFormat::Wide;
+            let text = if reports.is_empty() {
+                "No Etcds found.\n".to_string()
+            } else {
+                render::render_reports(reports, wide, ctx.printer.color())
+            };
+            ctx.printer.text(&text)?;
+        }
+        OutputFormat::Json => ctx.printer.json(&render::document(reports))?,
+        OutputFormat::Yaml => ctx.printer.yaml(&render::document(reports))?,
+        OutputFormat::Jsonl => {
+            for r in reports {
+                ctx.printer.jsonl(r)?;
+            }
+        }
+        OutputFormat::Name => {
+            let names: String =
+                reports.iter().map(|r| format!("etcd.druid.gardener.cloud/{}\n", r.etcd.name)).collect();
+            ctx.printer.text(&names)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `status`.
+pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
+    ctx.check_targets(&args.targets.etcds, WhenUnnamed::ListAll)?;
+    let cluster = ctx.connect().await?;
+    if !args.watch {
+        let reports = reports(ctx, &cluster, &args.targets.etcds).await?;
+        print(ctx, &reports)?;
+        health::require_healthy(&reports)?;
+        return Ok(());
+    }
+    let clear = std::io::stdout().is_terminal() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
+    let mut last: Option<String> = None;
+    loop {
+        let reports = reports(ctx, &cluster, &args.targets.etcds).await?;
+        // Compare without the observation time so an unchanged cluster prints nothing new.
+        let fingerprint: String = reports
+            .iter()
+            .map(|r| {
+                let members: Vec<(&str, bool, &str)> = r.members.iter().map(|m| (m.name.as_str(), m.ready, m.reason.as_str())).collect();
+                format!("{:?}{members:?}{:?}", r.verdict, r.problems)
+            })
+            .collect();
+        if last.as_ref() != Some(&fingerprint) {
+            if clear {
+                ctx.printer.text("\x1b[2J\x1b[H")?;
+            }
+            print(ctx, &reports)?;
+            last = Some(fingerprint);
+        }
+        tokio::time::sleep(args.interval).await;
+    }
+}

@@ -1,0 +1,313 @@
+//! Judging an Etcd from plain data: no I/O, so every rule is unit-tested without a server.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use jiff::Timestamp;
+
+use super::model::*;
+use super::quorum::Quorum;
+use crate::api::{Etcd, EtcdOperatorTask};
+use crate::kube::annotate::{component_protection_disabled, reconcile_pending, spec_reconcile_suspended};
+
+/// Lease duration assumed when a member lease does not say (etcd-druid's default heartbeat lease).
+pub const DEFAULT_LEASE_DURATION_SECONDS: i64 = 40;
+/// A full snapshot older than this is stale (daily schedule plus an hour of grace).
+pub const FULL_SNAPSHOT_STALE_SECONDS: i64 = 25 * 3600;
+/// A delta snapshot is stale after ten delta periods, but never sooner than this.
+pub const MIN_DELTA_SNAPSHOT_STALE_SECONDS: i64 = 15 * 60;
+/// How many recent tasks the report lists.
+pub const RECENT_TASKS: usize = 5;
+
+/// Everything `assess` looks at, read from the cluster by `collect`.
+#[derive(Debug, Clone)]
+pub struct HealthInputs {
+    /// The Etcd.
+    pub etcd: Etcd,
+    /// Pods of the Etcd (matched to members by name).
+    pub pods: Vec<Pod>,
+    /// PVCs of the Etcd (matched by name).
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    /// Member and snapshot leases (matched by name).
+    pub leases: Vec<Lease>,
+    /// EtcdOperatorTasks in the namespace; `None` when the CRD is not installed.
+    pub tasks: Option<Vec<EtcdOperatorTask>>,
+}
+
+fn age(t: Option<Timestamp>, now: Timestamp) -> Option<i64> {
+    t.map(|t| now.as_second() - t.as_second())
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Why a pod is not ready, in the words of seeds/002.
+pub fn pod_not_ready_reason(pod: &Pod) -> &'static str {
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+    let crash_looping = statuses.iter().any(|c| {
+        c.restart_count > 1
+            || c.state.as_ref().and_then(|s| s.waiting.as_ref()).and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff")
+    });
+    let ever_started = statuses.iter().any(|c| {
+        c.restart_count > 0
+            || c.state.as_ref().is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+            || c.last_state.as_ref().is_some_and(|s| s.terminated.is_some())
+    });
+    let running = statuses.iter().any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+    if crash_looping {
+        "CrashLooping"
+    } else if !ever_started {
+        "NeverStartedUp"
+    } else if running {
+        "Unhealthy"
+    } else {
+        "NotReady"
+    }
+}
+
+fn pod_view(pod: &Pod) -> PodView {
+    let status = pod.status.as_ref();
+    PodView {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        phase: status.and_then(|s| s.phase.clone()).unwrap_or_else(|| "Unknown".into()),
+        ready: pod_ready(pod),
+        restarts: status
+            .and_then(|s| s.container_statuses.as_ref())
+            .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+            .unwrap_or(0),
+    }
+}
+
+fn lease_view(lease: &Lease, now: Timestamp) -> LeaseView {
+    let spec = lease.spec.as_ref();
+    let renewed_at = spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+    let duration = spec.and_then(|s| s.lease_duration_seconds).map(i64::from).unwrap_or(DEFAULT_LEASE_DURATION_SECONDS);
+    let age_seconds = age(renewed_at, now);
+    LeaseView {
+        holder: spec.and_then(|s| s.holder_identity.clone()).filter(|h| !h.is_empty()),
+        renewed_at,
+        age_seconds,
+        fresh: age_seconds.is_some_and(|a| a <= 2 * duration),
+    }
+}
+
+/// Parses a Go duration such as `20s`, `1m`, `1h30m` into seconds.
+fn go_duration_seconds(text: &str) -> Option<i64> {
+    crate::kube::config::parse_duration(text).ok().map(|d| d.as_secs() as i64)
+}
+
+fn snapshot_view(lease: Option<&Lease>, threshold: i64, now: Timestamp) -> SnapshotView {
+    let spec = lease.and_then(|l| l.spec.as_ref());
+    let taken_at = spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+    let age_seconds = age(taken_at, now);
+    SnapshotView {
+        taken_at,
+        age_seconds,
+        revision: spec.and_then(|s| s.holder_identity.clone()).filter(|h| !h.is_empty()),
+        stale: age_seconds.is_none_or(|a| a > threshold),
+        threshold_seconds: threshold,
+    }
+}
+
+/// Judges one Etcd at time `now`.
+pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
+    let etcd = &inputs.etcd;
+    let key = crate::kube::etcds::key_of(etcd);
+    let names = etcd.managed_names();
+    let replicas = u32::try_from(etcd.spec.replicas.max(0)).unwrap_or(0);
+    let druid_members = etcd.status.as_ref().map(|s| s.members.as_slice()).unwrap_or_default();
+    let find_lease = |name: &str| inputs.leases.iter().find(|l| l.metadata.name.as_deref() == Some(name));
+    let mut problems = Vec::new();
+
+    let mut members = Vec::new();
+    for i in 0..replicas {
+        let pod_name = names.pod(i);
+        let name = match &etcd.spec.member_name_prefix {
+            Some(p) => format!("{p}-{pod_name}"),
+            None => pod_name.clone(),
+        };
+        let pod = inputs.pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod_name.as_str()));
+        let lease = find_lease(&name).map(|l| lease_view(l, now));
+        let druid = druid_members.iter().find(|m| m.name == name || m.name == pod_name);
+        let pvc_name = names.pvc(i);
+        let pvc = inputs.pvcs.iter().find(|p| p.metadata.name.as_deref() == Some(pvc_name.as_str()));
+        let pvc_view = PvcView {
+            name: pvc_name.clone(),
+            phase: pvc.and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone()).unwrap_or_else(|| {
+                if pvc.is_some() { "Unknown".into() } else { "Missing".into() }
+            }),
+        };
+        let pod_is_ready = pod.is_some_and(pod_ready);
+        let druid_ready = druid.map(|m| m.status == "Ready");
+        let lease_fresh = lease.as_ref().is_some_and(|l| l.fresh);
+        let ready = pod_is_ready && druid_ready.unwrap_or(lease_fresh);
+        let reason = if ready {
+            druid.map(|m| m.reason.clone()).filter(|r| !r.is_empty()).unwrap_or_else(|| "Ready".into())
+        } else if pod.is_none() {
+            "PodMissing".into()
+        } else if !pod_is_ready {
+            pod.map(pod_not_ready_reason).unwrap_or("NotReady").to_string()
+        } else if let Some(m) = druid.filter(|m| m.status != "Ready") {
+            if m.reason.is_empty() { "NotReady".into() } else { m.reason.clone() }
+        } else {
+            "LeaseNotRenewed".into()
+        };
+        let status = druid.map(|m| m.status.clone()).unwrap_or_else(|| if ready { "Ready".into() } else { "NotReady".into() });
+        let holder = lease.as_ref().and_then(|l| l.holder.clone());
+        let (holder_id, holder_role) = match holder.as_deref().and_then(|h| h.split_once(':')) {
+            Some((id, role)) => (Some(id.to_string()), Some(role.to_string())),
+            None => (None, None),
+        };
+        if !ready {
+            problems.push(format!("member {name} is not ready ({reason})"));
+        }
+        if pvc_view.phase != "Bound" {
+            problems.push(format!("PVC {} of member {name} is {}", pvc_view.name, pvc_view.phase));
+        }
+        members.push(MemberHealth {
+            name,
+            index: i,
+            id: druid.and_then(|m| m.id.clone()).or(holder_id),
+            role: druid.and_then(|m| m.role.clone()).or(holder_role),
+            ready,
+            status,
+            reason,
+            lease,
+            pvc: Some(pvc_view),
+            node: pod.and_then(|p| p.spec.as_ref()).and_then(|s| s.node_name.clone()),
+            pod: pod.map(pod_view),
+        });
+    }
+    let ready_count = members.iter().filter(|m| m.ready).count() as u32;
+    let quorum = Quorum::of(replicas, ready_count);
+
+    let conditions: Vec<ConditionView> = etcd
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| ConditionView {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            age_seconds: age(c.last_transition_time.as_ref().map(|t| t.0), now),
+        })
+        .collect();
+    for c in conditions.iter().filter(|c| c.status != "True") {
+        problems.push(format!("condition {} is {} ({})", c.type_, c.status, c.reason));
+    }
+
+    let backups = if etcd.backups_enabled() {
+        let delta_threshold = etcd
+            .spec
+            .backup
+            .delta_snapshot_period
+            .as_deref()
+            .and_then(go_duration_seconds)
+            .map(|p| (10 * p).max(MIN_DELTA_SNAPSHOT_STALE_SECONDS))
+            .unwrap_or(MIN_DELTA_SNAPSHOT_STALE_SECONDS);
+        let full = snapshot_view(find_lease(&names.full_snapshot_lease()), FULL_SNAPSHOT_STALE_SECONDS, now);
+        let delta = snapshot_view(find_lease(&names.delta_snapshot_lease()), delta_threshold, now);
+        for (kind, s) in [("full", &full), ("delta", &delta)] {
+            if s.stale {
+                problems.push(match s.age_seconds {
+                    Some(a) => format!(
+                        "last {kind} snapshot is {} old (stale after {})",
+                        crate::output::age::human(a),
+                        crate::output::age::human(s.threshold_seconds)
+                    ),
+                    None => format!("no {kind} snapshot has been taken"),
+                });
+            }
+        }
+        Backups { enabled: true, full: Some(full), delta: Some(delta) }
+    } else {
+        Backups { enabled: false, full: None, delta: None }
+    };
+
+    let annotations = AnnotationsInEffect {
+        reconcile_pending: reconcile_pending(etcd),
+        spec_reconcile_suspended: spec_reconcile_suspended(etcd),
+        component_protection_disabled: component_protection_disabled(etcd),
+    };
+
+    let tasks = match &inputs.tasks {
+        None => Tasks { crd_installed: false, recent: Vec::new() },
+        Some(all) => {
+            let mut mine: Vec<&EtcdOperatorTask> = all.iter().filter(|t| t.targets(&key.namespace, &key.name)).collect();
+            mine.sort_by(|a, b| {
+                let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                tb.cmp(&ta).then_with(|| a.metadata.name.cmp(&b.metadata.name))
+            });
+            let recent = mine
+                .into_iter()
+                .take(RECENT_TASKS)
+                .map(|t| TaskView {
+                    name: t.metadata.name.clone().unwrap_or_default(),
+                    type_: t.spec.type_.clone(),
+                    state: t.state().as_str().to_string(),
+                    last_operation: t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| {
+                        format!("{} {}", o.name, serde_json::to_value(o.state).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default())
+                    }),
+                    age_seconds: age(t.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
+                })
+                .collect();
+            Tasks { crd_installed: true, recent }
+        }
+    };
+
+    let verdict = if replicas == 0 {
+        problems.clear();
+        Verdict::Hibernated
+    } else if !quorum.quorate {
+        Verdict::QuorumLost
+    } else if !problems.is_empty() {
+        Verdict::Degraded
+    } else {
+        Verdict::Healthy
+    };
+    let failures = |n: u32| if n == 1 { "1 more failure".to_string() } else { format!("{n} more failures") };
+    let summary = match verdict {
+        Verdict::Hibernated => "scaled to 0 replicas".to_string(),
+        Verdict::QuorumLost => format!(
+            "quorum lost: {} of {} members ready, {} needed",
+            quorum.ready, quorum.members, quorum.needed
+        ),
+        Verdict::Degraded => format!(
+            "quorate, {} of {} members ready (tolerates {}); {} problem{}",
+            quorum.ready,
+            quorum.members,
+            failures(quorum.tolerable_failures),
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        ),
+        Verdict::Healthy => format!(
+            "{} of {} members ready (tolerates {})",
+            quorum.ready,
+            quorum.members,
+            failures(quorum.tolerable_failures)
+        ),
+    };
+
+    HealthReport {
+        etcd: key,
+        observed_at: now,
+        verdict,
+        summary,
+        problems,
+        generation: etcd.metadata.generation,
+        observed_generation: etcd.status.as_ref().and_then(|s| s.observed_generation),
+        quorum,
+        members,
+        conditions,
+        backups,
+        annotations,
+        tasks,
+    }
+}

@@ -1,0 +1,219 @@
+//! The health model of one Etcd as `status` shows it and `-o json` prints it (schema documented in
+//! docs/cli.md). Times are RFC 3339; ages are whole seconds relative to `observedAt`.
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::quorum::Quorum;
+use crate::kube::ObjectKey;
+
+/// Overall verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    /// Quorate, every member ready, backups fresh, Ready condition not False.
+    Healthy,
+    /// Quorate but something needs attention (a member down, stale backups, a failing condition).
+    Degraded,
+    /// A majority of members is not ready.
+    QuorumLost,
+    /// Scaled to zero replicas on purpose.
+    Hibernated,
+}
+
+impl Verdict {
+    /// Whether `status` exits 0 for this verdict.
+    pub fn is_ok(self) -> bool {
+        matches!(self, Verdict::Healthy | Verdict::Hibernated)
+    }
+    /// Display name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Healthy => "Healthy",
+            Verdict::Degraded => "Degraded",
+            Verdict::QuorumLost => "QuorumLost",
+            Verdict::Hibernated => "Hibernated",
+        }
+    }
+}
+
+/// Health of one Etcd.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthReport {
+    /// The Etcd.
+    pub etcd: ObjectKey,
+    /// When the inputs were judged.
+    pub observed_at: Timestamp,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One sentence saying why.
+    pub summary: String,
+    /// Every problem found, one sentence each.
+    pub problems: Vec<String>,
+    /// `metadata.generation` of the Etcd.
+    pub generation: Option<i64>,
+    /// `status.observedGeneration`.
+    pub observed_generation: Option<i64>,
+    /// Quorum arithmetic.
+    pub quorum: Quorum,
+    /// One entry per expected member.
+    pub members: Vec<MemberHealth>,
+    /// Etcd status conditions.
+    pub conditions: Vec<ConditionView>,
+    /// Backup freshness.
+    pub backups: Backups,
+    /// Annotations that change druid's behaviour.
+    pub annotations: AnnotationsInEffect,
+    /// Recent EtcdOperatorTasks of this Etcd.
+    pub tasks: Tasks,
+}
+
+/// One member.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberHealth {
+    /// Member name.
+    pub name: String,
+    /// Ordinal in the StatefulSet.
+    pub index: u32,
+    /// etcd member ID, when known.
+    pub id: Option<String>,
+    /// `Leader`, `Member` or `Learner`, when known.
+    pub role: Option<String>,
+    /// Whether it counts towards quorum as ready.
+    pub ready: bool,
+    /// `Ready`, `NotReady` or `Unknown` (druid's view, or derived from the pod).
+    pub status: String,
+    /// Why (druid's reason, or NeverStartedUp / CrashLooping / Unhealthy / NotReady / PodMissing / LeaseNotRenewed).
+    pub reason: String,
+    /// The member lease.
+    pub lease: Option<LeaseView>,
+    /// The pod.
+    pub pod: Option<PodView>,
+    /// The PVC.
+    pub pvc: Option<PvcView>,
+    /// Node the pod runs on.
+    pub node: Option<String>,
+}
+
+/// A member lease.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseView {
+    /// `spec.holderIdentity` (`<memberID>:Leader|Member`), empty when freshly created.
+    pub holder: Option<String>,
+    /// Last renewal.
+    pub renewed_at: Option<Timestamp>,
+    /// Seconds since the last renewal.
+    pub age_seconds: Option<i64>,
+    /// Whether it was renewed within twice its duration.
+    pub fresh: bool,
+}
+
+/// A member pod.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    /// Pod name.
+    pub name: String,
+    /// Phase.
+    pub phase: String,
+    /// Ready condition.
+    pub ready: bool,
+    /// Restarts of the etcd container (all containers summed).
+    pub restarts: i32,
+}
+
+/// A member PVC.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PvcView {
+    /// PVC name.
+    pub name: String,
+    /// Phase (`Bound`, `Pending`, `Lost`), or `Missing`.
+    pub phase: String,
+}
+
+/// An Etcd condition.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionView {
+    /// Type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False`, `Unknown`.
+    pub status: String,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+    /// Seconds since the last transition.
+    pub age_seconds: Option<i64>,
+}
+
+/// Backup freshness.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Backups {
+    /// Whether `spec.backup.store` is set.
+    pub enabled: bool,
+    /// Last full snapshot (`<etcd>-full-snap` lease).
+    pub full: Option<SnapshotView>,
+    /// Last delta snapshot (`<etcd>-delta-snap` lease).
+    pub delta: Option<SnapshotView>,
+}
+
+/// One snapshot lease.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotView {
+    /// When the last snapshot was taken (lease renewTime); `None`: never.
+    pub taken_at: Option<Timestamp>,
+    /// Seconds since then.
+    pub age_seconds: Option<i64>,
+    /// Revision recorded in the holder identity.
+    pub revision: Option<String>,
+    /// Older than the threshold (or never taken).
+    pub stale: bool,
+    /// The threshold in seconds.
+    pub threshold_seconds: i64,
+}
+
+/// Annotations in effect.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AnnotationsInEffect {
+    /// A reconcile request druid has not picked up yet.
+    pub reconcile_pending: bool,
+    /// Spec reconciliation suspended.
+    pub spec_reconcile_suspended: bool,
+    /// Component protection webhook disabled.
+    pub component_protection_disabled: bool,
+}
+
+/// EtcdOperatorTasks of this Etcd.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tasks {
+    /// Whether the EtcdOperatorTask CRD is installed.
+    pub crd_installed: bool,
+    /// Newest first, at most five.
+    pub recent: Vec<TaskView>,
+}
+
+/// One task.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskView {
+    /// Task name.
+    pub name: String,
+    /// `spec.type`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// State.
+    pub state: String,
+    /// Last operation (step) name and state, if any.
+    pub last_operation: Option<String>,
+    /// Seconds since creation.
+    pub age_seconds: Option<i64>,
+}

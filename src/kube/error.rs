@@ -1,0 +1,174 @@
+//! Errors of cluster access, turned from `kube::Error` into what an operator can act on.
+
+use std::time::Duration;
+
+/// What went wrong talking to the cluster, with the resource it concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// No kubeconfig file and not running inside a cluster.
+    #[error("no cluster configured: set KUBECONFIG, pass --kubeconfig, or run inside a cluster")]
+    NoConfig,
+    /// The kubeconfig could not be read or parsed.
+    #[error("cannot load kubeconfig: {0}")]
+    Kubeconfig(String),
+    /// `--context` names a context the kubeconfig does not have.
+    #[error("context {0:?} not found in the kubeconfig")]
+    UnknownContext(String),
+    /// A named object does not exist.
+    #[error("{kind} {name:?} not found in namespace {namespace:?}{}", hint.as_deref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    NotFound {
+        /// Kind, e.g. `etcd`.
+        kind: String,
+        /// Object name.
+        name: String,
+        /// Namespace searched.
+        namespace: String,
+        /// What to try next.
+        hint: Option<String>,
+    },
+    /// The API (CRD) of a kind is not served by this cluster.
+    #[error("the {kind} API is not installed in this cluster ({hint})")]
+    ApiMissing {
+        /// Kind, e.g. `EtcdOperatorTask`.
+        kind: String,
+        /// What to do about it.
+        hint: String,
+    },
+    /// The user may not do this.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// A wait or request ran out of time.
+    #[error("timed out after {}s {what}", .after.as_secs())]
+    Timeout {
+        /// How long it waited.
+        after: Duration,
+        /// What it waited for.
+        what: String,
+    },
+    /// The API server could not be reached.
+    #[error("cannot reach the API server: {0}")]
+    Unreachable(String),
+    /// The API server refused the request as invalid.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// A 409 conflict that retries did not resolve.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Any other API error.
+    #[error("API server error: {0}")]
+    Api(String),
+}
+
+/// Which object a request concerned, to word errors.
+#[derive(Debug, Clone)]
+pub struct Subject<'a> {
+    /// Kind, lower case as a user types it (`etcd`, `pod`).
+    pub kind: &'a str,
+    /// Name, empty for lists.
+    pub name: &'a str,
+    /// Namespace, empty for cluster scope or all namespaces.
+    pub namespace: &'a str,
+}
+
+/// The hint for a missing EtcdOperatorTask CRD: the command that installs it.
+pub fn install_hint() -> String {
+    format!("run `{} install` to install the EtcdOperatorTask CRD", crate::output::command_name())
+}
+
+/// Hint for a missing API of `kind`: druidctl installs its own CRD, the others come with their operators.
+pub fn api_missing_hint(kind: &str) -> String {
+    match kind.to_ascii_lowercase().as_str() {
+        "etcdoperatortask" | "etcdoperatortasks" => install_hint(),
+        "etcd" | "etcds" => "etcd-druid is not installed here; check --context".to_string(),
+        "certificate" | "certificates" => "cert-manager is not installed here".to_string(),
+        "machine" | "machines" | "machineset" | "machinesets" => {
+            "machine-controller-manager is not installed here".to_string()
+        }
+        _ => "check --context".to_string(),
+    }
+}
+
+impl ClusterError {
+    /// Classifies a `kube::Error` for the object `subject`.
+    pub fn from_kube(err: kube::Error, subject: &Subject<'_>) -> ClusterError {
+        match err {
+            kube::Error::Api(status) => {
+                let message = status.message.clone();
+                match status.code {
+                    404 => {
+                        // A named object answers `<resource> "<name>" not found`; a missing API answers the
+                        // generic 404 page.
+                        if !subject.name.is_empty() && message.contains("not found") && message.contains('"') {
+                            ClusterError::NotFound {
+                                kind: subject.kind.to_string(),
+                                name: subject.name.to_string(),
+                                namespace: subject.namespace.to_string(),
+                                hint: None,
+                            }
+                        } else {
+                            ClusterError::ApiMissing {
+                                kind: subject.kind.to_string(),
+                                hint: api_missing_hint(subject.kind),
+                            }
+                        }
+                    }
+                    401 => ClusterError::Forbidden(format!("not authenticated: {message}")),
+                    403 => ClusterError::Forbidden(message),
+                    409 => ClusterError::Conflict(message),
+                    422 | 400 => ClusterError::Invalid(message),
+                    504 => ClusterError::Timeout { after: Duration::ZERO, what: message },
+                    _ => ClusterError::Api(format!("{} ({})", message, status.code)),
+                }
+            }
+            kube::Error::HyperError(e) => ClusterError::Unreachable(e.to_string()),
+            kube::Error::Service(e) => {
+                let text = e.to_string();
+                if text.contains("timed out") || text.contains("elapsed") {
+                    ClusterError::Timeout { after: Duration::ZERO, what: format!("waiting for the API server: {text}") }
+                } else {
+                    ClusterError::Unreachable(text)
+                }
+            }
+            kube::Error::Auth(e) => ClusterError::Forbidden(format!("authentication failed: {e}")),
+            other => ClusterError::Api(other.to_string()),
+        }
+    }
+
+    /// Adds a hint to a `NotFound` error (other variants are returned unchanged).
+    pub fn with_hint(self, new_hint: impl Into<String>) -> ClusterError {
+        match self {
+            ClusterError::NotFound { kind, name, namespace, .. } => {
+                ClusterError::NotFound { kind, name, namespace, hint: Some(new_hint.into()) }
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, message: &str) -> kube::Error {
+        let mut s = kube::core::Status::failure(message, "");
+        s.code = code;
+        kube::Error::Api(Box::new(s))
+    }
+
+    #[test]
+    fn named_404_is_not_found_and_generic_404_is_a_missing_api() {
+        let subject = Subject { kind: "etcd", name: "main", namespace: "ns" };
+        let e = ClusterError::from_kube(api(404, "etcds.druid.gardener.cloud \"main\" not found"), &subject);
+        assert!(matches!(e, ClusterError::NotFound { .. }), "{e}");
+        let subject = Subject { kind: "EtcdOperatorTask", name: "", namespace: "ns" };
+        let e = ClusterError::from_kube(api(404, "the server could not find the requested resource"), &subject);
+        assert!(e.to_string().contains("install"), "{e}");
+    }
+
+    #[test]
+    fn forbidden_keeps_the_servers_sentence() {
+        let subject = Subject { kind: "etcd", name: "main", namespace: "ns" };
+        let e = ClusterError::from_kube(api(403, "etcds is forbidden: user \"bob\" cannot patch"), &subject);
+        assert_eq!(e.to_string(), "forbidden: etcds is forbidden: user \"bob\" cannot patch");
+    }
+}

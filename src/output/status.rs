@@ -1,0 +1,200 @@
+//! How `status` shows the health model to a person: a headline with the verdict, the member table, conditions,
+//! backups, annotations in effect, recent tasks and the list of problems.
+
+use super::age::human;
+use super::table::{Cell, Style, Table};
+use crate::health::model::{HealthReport, SnapshotView, Verdict};
+
+/// apiVersion of the `status -o json|yaml` document (schema in docs/cli.md).
+pub const STATUS_API_VERSION: &str = "druidctl.gardener.cloud/v1alpha1";
+/// kind of the `status -o json|yaml` document.
+pub const STATUS_KIND: &str = "EtcdHealthList";
+
+fn verdict_style(v: Verdict) -> Style {
+    match v {
+        Verdict::Healthy => Style::Good,
+        Verdict::Hibernated => Style::Dim,
+        Verdict::Degraded => Style::Warn,
+        Verdict::QuorumLost => Style::Bad,
+    }
+}
+
+fn opt_age(a: Option<i64>) -> String {
+    a.map(human).unwrap_or_else(|| "-".into())
+}
+
+fn dash(s: Option<&str>) -> String {
+    s.filter(|s| !s.is_empty()).unwrap_or("-").to_string()
+}
+
+fn snapshot_line(kind: &str, s: &SnapshotView) -> (String, Style) {
+    let text = match (s.age_seconds, &s.revision) {
+        (None, _) => format!("{kind}: never"),
+        (Some(a), Some(rev)) => format!("{kind}: {} ago (revision {rev})", human(a)),
+        (Some(a), None) => format!("{kind}: {} ago", human(a)),
+    };
+    if s.stale { (format!("{text}, stale"), Style::Warn) } else { (text, Style::Good) }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// Renders one report.
+pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{} {}: {}\n",
+        Style::Bold.paint("Etcd", color),
+        Style::Bold.paint(&r.etcd.to_string(), color),
+        verdict_style(r.verdict).paint(r.verdict.as_str(), color)
+    ));
+    out.push_str(&format!("  {}\n", r.summary));
+    let q = &r.quorum;
+    out.push_str(&format!(
+        "  quorum: {} ready of {}, {} needed, {} tolerable failure{}",
+        q.ready,
+        q.members,
+        q.needed,
+        q.tolerable_failures,
+        if q.tolerable_failures == 1 { "" } else { "s" }
+    ));
+    match (r.generation, r.observed_generation) {
+        (Some(g), Some(o)) if o < g => out.push_str(&format!("; generation {g}, druid observed {o}\n")),
+        (Some(g), _) => out.push_str(&format!("; generation {g}\n")),
+        _ => out.push('\n'),
+    }
+
+    if !r.members.is_empty() {
+        let mut headers = vec!["member", "id", "role", "status", "reason", "lease holder", "renewed", "pod", "ready", "restarts", "pvc", "node"];
+        if wide {
+            headers.insert(11, "pvc phase");
+        }
+        let mut t = Table::new(&headers);
+        for m in &r.members {
+            let status_style = if m.ready { Style::Good } else { Style::Bad };
+            let (pod_phase, pod_ready, restarts) = match &m.pod {
+                Some(p) => (p.phase.clone(), p.ready.to_string(), p.restarts.to_string()),
+                None => ("Missing".into(), "-".into(), "-".into()),
+            };
+            let lease_age = m.lease.as_ref().and_then(|l| l.age_seconds);
+            let lease_style = if m.lease.as_ref().is_some_and(|l| l.fresh) { Style::Plain } else { Style::Warn };
+            let mut row = vec![
+                Cell::plain(&m.name),
+                Cell::plain(dash(m.id.as_deref())),
+                Cell::plain(dash(m.role.as_deref())),
+                Cell::styled(&m.status, status_style),
+                Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
+                Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))),
+                Cell::styled(lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into()), lease_style),
+                Cell::plain(pod_phase),
+                Cell::plain(pod_ready),
+                Cell::plain(restarts),
+                Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into())),
+                Cell::plain(dash(m.node.as_deref())),
+            ];
+            if wide {
+                let phase = m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into());
+                row.insert(11, Cell::plain(phase));
+            }
+            t.row(row);
+        }
+        out.push('\n');
+        out.push_str(&indent(&t.render(color)));
+    }
+
+    if !r.conditions.is_empty() {
+        let mut headers = vec!["condition", "status", "reason", "since"];
+        if wide {
+            headers.push("message");
+        }
+        let mut t = Table::new(&headers);
+        for c in &r.conditions {
+            let style = if c.status == "True" { Style::Good } else { Style::Bad };
+            let mut row = vec![
+                Cell::plain(&c.type_),
+                Cell::styled(&c.status, style),
+                Cell::plain(dash(Some(&c.reason))),
+                Cell::plain(opt_age(c.age_seconds)),
+            ];
+            if wide {
+                row.push(Cell::plain(dash(Some(&c.message))));
+            }
+            t.row(row);
+        }
+        out.push('\n');
+        out.push_str(&indent(&t.render(color)));
+    }
+
+    out.push('\n');
+    match (&r.backups.full, &r.backups.delta) {
+        (Some(full), Some(delta)) => {
+            let (f, fs) = snapshot_line("full", full);
+            let (d, ds) = snapshot_line("delta", delta);
+            out.push_str(&format!("  backups: {}; {}\n", fs.paint(&f, color), ds.paint(&d, color)));
+        }
+        _ => out.push_str("  backups: disabled (no spec.backup.store)\n"),
+    }
+    let a = &r.annotations;
+    let mut in_effect = Vec::new();
+    if a.reconcile_pending {
+        in_effect.push("reconcile requested, not yet picked up");
+    }
+    if a.spec_reconcile_suspended {
+        in_effect.push("spec reconciliation suspended");
+    }
+    if a.component_protection_disabled {
+        in_effect.push("component protection disabled");
+    }
+    let annotations = if in_effect.is_empty() { "none".to_string() } else { Style::Warn.paint(&in_effect.join("; "), color) };
+    out.push_str(&format!("  annotations: {annotations}\n"));
+
+    if !r.tasks.crd_installed {
+        out.push_str(&format!(
+            "  tasks: EtcdOperatorTask CRD not installed (`{} install` installs it)\n",
+            super::command_name()
+        ));
+    } else if r.tasks.recent.is_empty() {
+        out.push_str("  tasks: none\n");
+    } else {
+        out.push_str("  tasks:\n");
+        let mut t = Table::new(&["name", "type", "state", "last operation", "age"]);
+        for task in &r.tasks.recent {
+            let style = match task.state.as_str() {
+                "Succeeded" => Style::Good,
+                "Failed" | "Rejected" => Style::Bad,
+                _ => Style::Warn,
+            };
+            t.row(vec![
+                Cell::plain(&task.name),
+                Cell::plain(&task.type_),
+                Cell::styled(&task.state, style),
+                Cell::plain(dash(task.last_operation.as_deref())),
+                Cell::plain(opt_age(task.age_seconds)),
+            ]);
+        }
+        out.push_str(&indent(&indent(&t.render(color))));
+    }
+
+    if !r.problems.is_empty() {
+        out.push_str("  problems:\n");
+        for p in &r.problems {
+            out.push_str(&format!("    - {}\n", Style::Warn.paint(p, color)));
+        }
+    }
+    out
+}
+
+/// Renders several reports, separated by blank lines.
+pub fn render_reports(reports: &[HealthReport], wide: bool, color: bool) -> String {
+    reports.iter().map(|r| render_report(r, wide, color)).collect::<Vec<_>>().join("\n")
+}
+
+/// The `status -o json|yaml` document.
+pub fn document(reports: &[HealthReport]) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": STATUS_API_VERSION,
+        "kind": STATUS_KIND,
+        "items": reports,
+    })
+}

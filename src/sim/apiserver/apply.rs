@@ -1,0 +1,482 @@
+//! managedFields bookkeeping and server-side apply (an approximation of structured-merge-diff).
+//!
+//! Field sets are sets of paths in fieldsV1 tokens (`f:spec`, `k:{"name":"etcd"}`, `v:"x"`, `.`).
+//! Lists are associative when their field has a known merge key (see [`super::patch::list_merge_key`]),
+//! sets for primitive lists like `metadata.finalizers`, atomic otherwise.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use super::patch::list_merge_key;
+
+/// A path in fieldsV1 tokens.
+pub type FieldPath = Vec<String>;
+/// A set of owned fields.
+pub type FieldSet = BTreeSet<FieldPath>;
+
+const IGNORED_META: &[&str] = &[
+    "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
+    "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink",
+];
+
+/// Leaf paths set in `v` (ignoring server-owned metadata, `apiVersion` and `kind`).
+pub fn fields_of(v: &Value, with_status: bool) -> FieldSet {
+    let mut out = FieldSet::new();
+    if let Some(m) = v.as_object() {
+        for (k, child) in m {
+            if k == "apiVersion" || k == "kind" || (k == "status" && !with_status) {
+                continue;
+            }
+            if k == "metadata" {
+                if let Some(mm) = child.as_object() {
+                    for (mk, mv) in mm {
+                        if IGNORED_META.contains(&mk.as_str()) {
+                            continue;
+                        }
+                        let mut p = vec!["f:metadata".to_string(), format!("f:{mk}")];
+                        collect(mv, &mut p, &mut vec!["metadata".into()], mk, &mut out);
+                    }
+                }
+                continue;
+            }
+            let mut p = vec![format!("f:{k}")];
+            collect(child, &mut p, &mut vec![], k, &mut out);
+        }
+    }
+    out
+}
+
+fn key_token(item: &Value, mk: &str) -> String {
+    let mut m = Map::new();
+    m.insert(mk.into(), item.get(mk).cloned().unwrap_or(Value::Null));
+    format!("k:{}", Value::Object(m))
+}
+
+fn collect(v: &Value, path: &mut FieldPath, names: &mut Vec<String>, field: &str, out: &mut FieldSet) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            names.push(field.to_string());
+            for (k, child) in m {
+                path.push(format!("f:{k}"));
+                collect(child, path, names, k, out);
+                path.pop();
+            }
+            names.pop();
+        }
+        Value::Array(items) if !items.is_empty() => match list_merge_key(names, field) {
+            Some(Some(mk)) if items.iter().all(|i| i.get(mk).is_some()) => {
+                for it in items {
+                    path.push(key_token(it, mk));
+                    let mut dot = path.clone();
+                    dot.push(".".into());
+                    out.insert(dot);
+                    names.push(field.to_string());
+                    if let Some(m) = it.as_object() {
+                        for (k, child) in m {
+                            path.push(format!("f:{k}"));
+                            collect(child, path, names, k, out);
+                            path.pop();
+                        }
+                    }
+                    names.pop();
+                    path.pop();
+                }
+            }
+            Some(None) => {
+                for it in items {
+                    let mut p = path.clone();
+                    p.push(format!("v:{it}"));
+                    out.insert(p);
+                }
+            }
+            _ => {
+                out.insert(path.clone());
+            }
+        },
+        _ => {
+            out.insert(path.clone());
+        }
+    }
+}
+
+/// Renders a field set as fieldsV1 JSON.
+pub fn to_fields_v1(set: &FieldSet) -> Value {
+    let mut root = Map::new();
+    for p in set {
+        let mut cur = &mut root;
+        for tok in p {
+            cur = cur.entry(tok.clone()).or_insert_with(|| json!({})).as_object_mut().unwrap();
+        }
+    }
+    Value::Object(root)
+}
+
+/// Parses fieldsV1 JSON into a field set.
+pub fn from_fields_v1(v: &Value) -> FieldSet {
+    let mut out = FieldSet::new();
+    fn walk(v: &Value, path: &mut FieldPath, out: &mut FieldSet) {
+        match v.as_object() {
+            Some(m) if !m.is_empty() => {
+                for (k, c) in m {
+                    path.push(k.clone());
+                    walk(c, path, out);
+                    path.pop();
+                }
+            }
+            _ => {
+                if !path.is_empty() {
+                    out.insert(path.clone());
+                }
+            }
+        }
+    }
+    walk(v, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The value at a field path (None when absent). For `.` paths, the list element.
+pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut cur = obj;
+    for tok in path {
+        if tok == "." {
+            return Some(cur);
+        }
+        if let Some(f) = tok.strip_prefix("f:") {
+            cur = cur.get(f)?;
+        } else if let Some(k) = tok.strip_prefix("k:") {
+            let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
+            cur = cur.as_array()?.iter().find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
+        } else if let Some(v) = tok.strip_prefix("v:") {
+            let want: Value = serde_json::from_str(v).ok()?;
+            cur = cur.as_array()?.iter().find(|it| **it == want)?;
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+/// Removes the field at `path` from `obj` (a `.` path removes the whole list element).
+pub fn remove_at(obj: &mut Value, path: &[String]) {
+    let Some((last, parent_path)) = path.split_last() else { return };
+    if last == "." {
+        if let Some((elem, list_path)) = parent_path.split_last() {
+            remove_elem(obj, list_path, elem);
+        }
+        return;
+    }
+    if last.starts_with("v:") || last.starts_with("k:") {
+        remove_elem(obj, parent_path, last);
+        return;
+    }
+    let Some(parent) = value_at_mut(obj, parent_path) else { return };
+    if let (Some(m), Some(f)) = (parent.as_object_mut(), last.strip_prefix("f:")) {
+        m.remove(f);
+    }
+}
+
+fn remove_elem(obj: &mut Value, list_path: &[String], elem: &str) {
+    let Some(list) = value_at_mut(obj, list_path).and_then(|l| l.as_array_mut()) else { return };
+    if let Some(k) = elem.strip_prefix("k:") {
+        if let Ok(keys) = serde_json::from_str::<Map<String, Value>>(k) {
+            list.retain(|it| !keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)));
+        }
+    } else if let Some(v) = elem.strip_prefix("v:")
+        && let Ok(want) = serde_json::from_str::<Value>(v)
+    {
+        list.retain(|it| *it != want);
+    }
+}
+
+fn value_at_mut<'a>(obj: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
+    let mut cur = obj;
+    for tok in path {
+        if let Some(f) = tok.strip_prefix("f:") {
+            cur = cur.get_mut(f)?;
+        } else if let Some(k) = tok.strip_prefix("k:") {
+            let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
+            cur = cur.as_array_mut()?.iter_mut().find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+/// Merges an apply configuration into `target`: maps merge, associative lists merge by key,
+/// primitive sets union, other lists and scalars are replaced.
+pub fn merge_applied(target: &mut Value, applied: &Value) {
+    merge_rec(target, applied, &mut Vec::new(), "")
+}
+
+fn merge_rec(target: &mut Value, applied: &Value, names: &mut Vec<String>, field: &str) {
+    match applied {
+        Value::Object(am) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            if !field.is_empty() {
+                names.push(field.to_string());
+            }
+            for (k, av) in am {
+                let tm = target.as_object_mut().unwrap();
+                if av.is_null() {
+                    tm.remove(k);
+                    continue;
+                }
+                let t = tm.entry(k.clone()).or_insert(Value::Null);
+                merge_rec(t, av, names, k);
+            }
+            if !field.is_empty() {
+                names.pop();
+            }
+        }
+        Value::Array(items) => match list_merge_key(names, field) {
+            Some(Some(mk)) if target.is_array() && items.iter().all(|i| i.get(mk).is_some()) => {
+                let arr = target.as_array_mut().unwrap();
+                names.push(field.to_string());
+                for it in items {
+                    match arr.iter_mut().find(|x| x.get(mk) == it.get(mk)) {
+                        Some(x) => merge_rec(x, it, names, ""),
+                        None => arr.push(it.clone()),
+                    }
+                }
+                names.pop();
+            }
+            Some(None) if target.is_array() => {
+                let arr = target.as_array_mut().unwrap();
+                for it in items {
+                    if !arr.contains(it) {
+                        arr.push(it.clone());
+                    }
+                }
+            }
+            _ => *target = applied.clone(),
+        },
+        _ => *target = applied.clone(),
+    }
+}
+
+/// One managedFields entry, parsed.
+#[derive(Debug, Clone)]
+pub struct Manager {
+    /// Manager name.
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// apiVersion the fields were written with.
+    pub api_version: String,
+    /// `status` or empty.
+    pub subresource: String,
+    /// Owned fields.
+    pub fields: FieldSet,
+    /// Time of the last change.
+    pub time: String,
+}
+
+/// Parses `metadata.managedFields`.
+pub fn managers_of(obj: &Value) -> Vec<Manager> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(|m| m.as_array())
+        .map(|a| {
+            a.iter()
+                .map(|e| Manager {
+                    manager: e.get("manager").and_then(|v| v.as_str()).unwrap_or_default().into(),
+                    operation: e.get("operation").and_then(|v| v.as_str()).unwrap_or("Update").into(),
+                    api_version: e.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default().into(),
+                    subresource: e.get("subresource").and_then(|v| v.as_str()).unwrap_or_default().into(),
+                    fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                    time: e.get("time").and_then(|v| v.as_str()).unwrap_or_default().into(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Writes managers back into `metadata.managedFields` (dropping empty ones).
+pub fn set_managers(obj: &mut Value, managers: &[Manager]) {
+    let arr: Vec<Value> = managers
+        .iter()
+        .filter(|m| !m.fields.is_empty())
+        .map(|m| {
+            let mut e = json!({
+                "manager": m.manager, "operation": m.operation, "apiVersion": m.api_version,
+                "time": m.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&m.fields),
+            });
+            if !m.subresource.is_empty() {
+                e["subresource"] = m.subresource.clone().into();
+            }
+            e
+        })
+        .collect();
+    if arr.is_empty() {
+        if let Some(m) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            m.remove("managedFields");
+        }
+    } else {
+        obj["metadata"]["managedFields"] = Value::Array(arr);
+    }
+}
+
+/// Records an Update by `manager`: fields whose value changed between `old` and `new` move to it.
+pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_version: &str, subresource: &str, now: &str) {
+    let status = subresource == "status";
+    let new_fields = if status {
+        fields_of(&json!({"status": new.get("status").cloned().unwrap_or(Value::Null)}), true)
+    } else {
+        fields_of(new, false)
+    };
+    let changed: FieldSet = new_fields
+        .into_iter()
+        .filter(|p| old.is_none_or(|o| value_at(o, p) != value_at(new, p)))
+        .collect();
+    let mut managers = managers_of(old.unwrap_or(&Value::Null));
+    if changed.is_empty() {
+        set_managers(new, &managers);
+        return;
+    }
+    for m in managers.iter_mut() {
+        m.fields.retain(|p| !changed.contains(p));
+    }
+    match managers.iter_mut().find(|m| m.manager == manager && m.operation == "Update" && m.subresource == subresource) {
+        Some(m) => {
+            m.fields.extend(changed);
+            m.time = now.into();
+            m.api_version = api_version.into();
+        }
+        None => managers.push(Manager {
+            manager: manager.into(),
+            operation: "Update".into(),
+            api_version: api_version.into(),
+            subresource: subresource.into(),
+            fields: changed,
+            time: now.into(),
+        }),
+    }
+    set_managers(new, &managers);
+}
+
+/// A field owned by another manager with a different value.
+#[derive(Debug, Clone)]
+pub struct Conflict {
+    /// The other manager.
+    pub manager: String,
+    /// Its apiVersion.
+    pub api_version: String,
+    /// The field, printed like `.spec.replicas`.
+    pub field: String,
+}
+
+/// Prints a field path like structured-merge-diff: `.spec.containers[name="etcd"].image`.
+pub fn print_path(p: &[String]) -> String {
+    let mut s = String::new();
+    for tok in p {
+        if let Some(f) = tok.strip_prefix("f:") {
+            s.push('.');
+            s.push_str(f);
+        } else if let Some(k) = tok.strip_prefix("k:") {
+            let keys: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+            let inner: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s.push_str(&format!("[{}]", inner.join(",")));
+        } else if let Some(v) = tok.strip_prefix("v:") {
+            s.push_str(&format!("[={v}]"));
+        }
+    }
+    s
+}
+
+/// Server-side apply of `applied` by `manager` onto `current` (None = create). Returns the new object or
+/// the conflicts (when not forced).
+pub fn apply(current: Option<&Value>, applied: &Value, manager: &str, api_version: &str, force: bool, now: &str) -> Result<Value, Vec<Conflict>> {
+    let new_set = fields_of(applied, false);
+    let mut managers = managers_of(current.unwrap_or(&Value::Null));
+    let base = current.cloned().unwrap_or_else(|| json!({}));
+    let mut conflicts = Vec::new();
+    for m in managers.iter_mut().filter(|m| !(m.manager == manager && m.operation == "Apply")) {
+        let clash: Vec<FieldPath> = m
+            .fields
+            .iter()
+            .filter(|p| new_set.contains(*p) && value_at(&base, p) != value_at(applied, p))
+            .cloned()
+            .collect();
+        if force {
+            m.fields.retain(|p| !clash.contains(p));
+        } else {
+            conflicts.extend(clash.iter().map(|p| Conflict {
+                manager: m.manager.clone(),
+                api_version: m.api_version.clone(),
+                field: print_path(p),
+            }));
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(conflicts);
+    }
+    let mut obj = base;
+    // Fields this manager applied before and no longer applies are removed unless someone else owns them.
+    if let Some(prev) = managers.iter().find(|m| m.manager == manager && m.operation == "Apply") {
+        let others: FieldSet = managers
+            .iter()
+            .filter(|m| !(m.manager == manager && m.operation == "Apply"))
+            .flat_map(|m| m.fields.iter().cloned())
+            .collect();
+        let mut gone: Vec<&FieldPath> = prev.fields.iter().filter(|p| !new_set.contains(*p) && !others.contains(*p)).collect();
+        gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for p in gone {
+            let elem_owned_elsewhere = p.last().is_some_and(|l| l == ".")
+                && others.iter().any(|o| o.len() > p.len() - 1 && o[..p.len() - 1] == p[..p.len() - 1]);
+            if !elem_owned_elsewhere {
+                remove_at(&mut obj, p);
+            }
+        }
+    }
+    merge_applied(&mut obj, applied);
+    // Shared ownership: other managers keep fields applied with the same value.
+    match managers.iter_mut().find(|m| m.manager == manager && m.operation == "Apply") {
+        Some(m) => {
+            m.fields = new_set;
+            m.time = now.into();
+            m.api_version = api_version.into();
+        }
+        None => managers.push(Manager {
+            manager: manager.into(),
+            operation: "Apply".into(),
+            api_version: api_version.into(),
+            subresource: String::new(),
+            fields: new_set,
+            time: now.into(),
+        }),
+    }
+    set_managers(&mut obj, &managers);
+    Ok(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apply_removes_fields_dropped_from_config_and_detects_conflicts() {
+        let cfg1 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1","b":"2"}},"data":{"x":"1","y":"2"}});
+        let o1 = apply(None, &cfg1, "mgr", "v1", false, "t").unwrap();
+        let cfg2 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1"}},"data":{"x":"1"}});
+        let o2 = apply(Some(&o1), &cfg2, "mgr", "v1", false, "t").unwrap();
+        assert_eq!(o2["data"], json!({"x":"1"}));
+        assert_eq!(o2["metadata"]["labels"], json!({"a":"1"}));
+        let cfg3 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"x":"other"}});
+        let err = apply(Some(&o2), &cfg3, "other", "v1", false, "t").unwrap_err();
+        assert_eq!(err[0].field, ".data.x");
+        let o3 = apply(Some(&o2), &cfg3, "other", "v1", true, "t").unwrap();
+        assert_eq!(o3["data"]["x"], "other");
+    }
+
+    #[test]
+    fn fields_v1_roundtrip_with_keyed_lists() {
+        let o = json!({"spec":{"template":{"spec":{"containers":[{"name":"etcd","image":"x"}]}}}});
+        let s = fields_of(&o, false);
+        let v = to_fields_v1(&s);
+        assert!(v.pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"etcd\"}/f:image").is_some());
+        assert_eq!(from_fields_v1(&v), s);
+    }
+}

@@ -1,0 +1,1062 @@
+//! Request routing and the generic REST handlers (create/get/list/update/patch/delete/deletecollection)
+//! for every resource, plus subresources (status, scale) and the object lifecycle (finalizers,
+//! deletionTimestamp, generation, managedFields).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response};
+use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
+use serde_json::{Value, json};
+
+use super::admission::{AdmissionOperation, AdmissionRequest};
+use super::resources::{ResourceType, apply_builtin_defaults, generation_tracked};
+use super::selectors::{FieldSelector, LabelSelector};
+use super::status::{ApiError, ResourceName};
+use super::store::Key;
+use super::validation::Scope;
+use super::{ApiServer, UserInfo, apply, gc, patch, rbac};
+
+/// Response body used by both transports.
+pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// A full body from bytes.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).map_err(|never| match never {}).boxed_unsync()
+}
+
+/// A JSON response.
+pub fn json_response(code: u16, v: &Value) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-cache, private")
+        .body(full(serde_json::to_vec(v).unwrap_or_default()))
+        .unwrap()
+}
+
+/// A Status error response.
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    let mut r = json_response(e.code, &e.to_status());
+    if let Some(ra) = e.retry_after {
+        r.headers_mut().insert("retry-after", ra.to_string().parse().unwrap());
+    }
+    r
+}
+
+/// RFC 3339 "now" with second precision, like metav1.Time.
+pub fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Decodes `%XX` and `+` in a query component.
+pub fn pct_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parses a query string.
+pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {
+    let mut m = HashMap::new();
+    for pair in q.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        m.insert(pct_decode(k), pct_decode(v));
+    }
+    m
+}
+
+/// What a resource request addresses (like kube's RequestInfo).
+#[derive(Debug, Clone, Default)]
+pub struct ResInfo {
+    /// API group.
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Namespace, if namespaced.
+    pub namespace: Option<String>,
+    /// Plural resource.
+    pub resource: String,
+    /// Object name.
+    pub name: Option<String>,
+    /// Subresource.
+    pub subresource: Option<String>,
+    /// Remaining path after the subresource (proxy).
+    pub subpath: String,
+    /// Legacy `/watch/` prefix.
+    pub watch_prefix: bool,
+}
+
+/// Parses `/api/v1/...` or `/apis/g/v/...` into a [`ResInfo`]; None if it is not a resource path.
+pub fn parse_resource_path(path: &str) -> Option<ResInfo> {
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] if !rest.is_empty() && !rest[0].is_empty() => ("", *v, rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() && !rest[0].is_empty() => (*g, *v, rest),
+        _ => return None,
+    };
+    let mut info = ResInfo { group: group.into(), version: version.into(), ..Default::default() };
+    let mut rest: Vec<&str> = rest.to_vec();
+    if rest[0] == "watch" {
+        info.watch_prefix = true;
+        rest.remove(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    if rest[0] == "namespaces" && rest.len() >= 2 {
+        if rest.len() == 2 || (rest.len() == 3 && (rest[2] == "status" || rest[2] == "finalize")) {
+            info.resource = "namespaces".into();
+            info.name = Some(pct_decode(rest[1]));
+            info.subresource = rest.get(2).map(|s| s.to_string());
+            return Some(info);
+        }
+        info.namespace = Some(rest[1].to_string());
+        rest.drain(..2);
+    }
+    info.resource = rest[0].to_string();
+    info.name = rest.get(1).map(|s| pct_decode(s));
+    info.subresource = rest.get(2).map(|s| s.to_string());
+    if rest.len() > 3 {
+        info.subpath = rest[3..].join("/");
+    }
+    Some(info)
+}
+
+/// Per-request context for the generic handlers.
+pub struct Ctx<'a> {
+    /// The server.
+    pub server: &'a ApiServer,
+    /// Who.
+    pub user: &'a UserInfo,
+    /// Resource type.
+    pub rt: Arc<ResourceType>,
+    /// Requested version.
+    pub version: String,
+    /// Namespace (namespaced resources).
+    pub ns: Option<String>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// fieldManager (query or derived from the User-Agent).
+    pub manager: String,
+}
+
+impl Ctx<'_> {
+    fn key(&self) -> Key {
+        (self.rt.group.clone(), self.rt.plural.clone())
+    }
+    fn rname(&self) -> ResourceName<'_> {
+        ResourceName { group: &self.rt.group, resource: &self.rt.plural }
+    }
+    fn ns_key(&self) -> String {
+        self.ns.clone().unwrap_or_default()
+    }
+    fn api_version(&self) -> String {
+        self.rt.api_version(&self.version)
+    }
+    /// Object as returned to the client (apiVersion of the requested version).
+    fn out(&self, obj: &Value) -> Value {
+        let mut o = obj.clone();
+        o["apiVersion"] = self.api_version().into();
+        o
+    }
+}
+
+fn name_error(kind: &str, group: &str, name: &str, msg: String) -> ApiError {
+    ApiError::invalid(kind, group, name, &[("FieldValueInvalid".into(), "metadata.name".into(), format!("Invalid value: \"{name}\": {msg}"))])
+}
+
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Validates `metadata.name` like the resource's kube-apiserver strategy.
+pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    let (kind, group) = (rt.kind.as_str(), rt.group.as_str());
+    if rt.group == "rbac.authorization.k8s.io" {
+        if name == "." || name == ".." || name.contains('/') || name.contains('%') {
+            return Err(name_error(kind, group, name, "may not contain '/' or '%'".to_string()));
+        }
+        return Ok(());
+    }
+    match (group, rt.plural.as_str()) {
+        ("", "namespaces") => {
+            if !is_label(name) {
+                return Err(name_error(kind, group, name, DNS1123_LABEL_MSG.into()));
+            }
+        }
+        ("", "services") => {
+            if !is_label(name) || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                return Err(name_error(kind, group, name, DNS1035_LABEL_MSG.into()));
+            }
+        }
+        _ => {
+            if name.len() > 253 {
+                return Err(name_error(kind, group, name, "must be no more than 253 characters".into()));
+            }
+            if !name.split('.').all(is_label) {
+                return Err(name_error(kind, group, name, DNS1123_SUBDOMAIN_MSG.into()));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn generate_suffix() -> String {
+    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5).map(|_| ALPHA[rand::random_range(0..ALPHA.len())] as char).collect()
+}
+
+fn strip_status_for_spec(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    o
+}
+
+/// Runs CRD defaulting, pruning and validation; returns the 422 on failure.
+fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope) -> Result<(), ApiError> {
+    let Some(v) = ctx.rt.validators.get(&ctx.version).or_else(|| ctx.rt.validators.values().next()) else {
+        return Ok(());
+    };
+    v.default_and_prune(obj);
+    let errs = v.validate(obj, old, scope);
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+    let causes: Vec<(String, String, String)> = errs
+        .iter()
+        .map(|e| {
+            let prefix = format!("{}: ", e.field);
+            let msg = e.message.strip_prefix(&prefix).unwrap_or(&e.message).to_string();
+            (e.reason.clone(), e.field.clone(), msg)
+        })
+        .collect();
+    Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, &name, &causes))
+}
+
+fn admit(ctx: &Ctx, op: AdmissionOperation, sub: Option<&str>, name: &str, obj: Option<&Value>, old: Option<&Value>) -> Result<(), ApiError> {
+    let hooks = ctx.server.inner.hooks.read().unwrap().clone();
+    if hooks.is_empty() {
+        return Ok(());
+    }
+    let req = AdmissionRequest {
+        operation: op,
+        group: ctx.rt.group.clone(),
+        version: ctx.version.clone(),
+        resource: ctx.rt.plural.clone(),
+        subresource: sub.map(String::from),
+        namespace: ctx.ns.clone(),
+        name: name.into(),
+        user: ctx.user.name.clone(),
+        groups: ctx.user.groups.clone(),
+        object: obj.map(|o| ctx.out(o)),
+        old_object: old.map(|o| ctx.out(o)),
+    };
+    for h in hooks {
+        if let Err(msg) = h.admit(ctx.server, &req) {
+            let what = if name.is_empty() { ctx.rname().qualified() } else { format!("{} \"{}\"", ctx.rname().qualified(), name) };
+            return Err(ApiError::forbidden(&ctx.rname(), name, format!("admission webhook denied the request: {what} is forbidden: {msg}")));
+        }
+    }
+    Ok(())
+}
+
+fn check_namespace(ctx: &Ctx) -> Result<(), ApiError> {
+    if !ctx.rt.namespaced {
+        return Ok(());
+    }
+    let ns = ctx.ns_key();
+    let st = ctx.server.inner.state.lock().unwrap();
+    match st.get("", "namespaces", "", &ns) {
+        None => Err(ApiError::not_found(&ResourceName { group: "", resource: "namespaces" }, &ns)),
+        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::forbidden(
+            &ctx.rname(),
+            "",
+            format!("unable to create new content in namespace {ns} because it is being terminated"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Prepares a new object for creation (metadata, defaults, validation) without storing it.
+fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the object provided is not a JSON object"));
+    }
+    let want_av = ctx.api_version();
+    match obj.get("apiVersion").and_then(|a| a.as_str()) {
+        Some(av) if av != want_av && !ctx.rt.versions.iter().any(|v| ctx.rt.api_version(v) == av) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )));
+        }
+        _ => {}
+    }
+    match obj.get("kind").and_then(|a| a.as_str()) {
+        Some(k) if k != ctx.rt.kind => {
+            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", ctx.rt.kind)));
+        }
+        _ => {}
+    }
+    obj["apiVersion"] = ctx.rt.api_version(ctx.rt.preferred()).into();
+    obj["kind"] = ctx.rt.kind.clone().into();
+    if !obj.get("metadata").is_some_and(|m| m.is_object()) {
+        obj["metadata"] = json!({});
+    }
+    if ctx.rt.namespaced {
+        let ns = ctx.ns_key();
+        match obj.pointer("/metadata/namespace").and_then(|n| n.as_str()) {
+            Some(n) if !n.is_empty() && n != ns => {
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            }
+            _ => obj["metadata"]["namespace"] = ns.into(),
+        }
+    } else if let Some(m) = obj["metadata"].as_object_mut() {
+        m.remove("namespace");
+    }
+    let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+    let name = if name.is_empty() {
+        match obj.pointer("/metadata/generateName").and_then(|n| n.as_str()) {
+            Some(g) if !g.is_empty() => {
+                let mut g = g.to_string();
+                g.truncate(58);
+                format!("{g}{}", generate_suffix())
+            }
+            _ => {
+                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, "", &[(
+                    "FieldValueRequired".into(),
+                    "metadata.name".into(),
+                    "Required value: name or generateName is required".into(),
+                )]));
+            }
+        }
+    } else {
+        name
+    };
+    validate_name(&ctx.rt, &name)?;
+    let md = obj["metadata"].as_object_mut().unwrap();
+    md.insert("name".into(), name.into());
+    md.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+    md.insert("creationTimestamp".into(), now().into());
+    md.remove("deletionTimestamp");
+    md.remove("deletionGracePeriodSeconds");
+    md.remove("resourceVersion");
+    md.remove("selfLink");
+    if ctx.rt.crd || generation_tracked(&ctx.rt.group, &ctx.rt.plural) {
+        md.insert("generation".into(), 1.into());
+    } else {
+        md.remove("generation");
+    }
+    if ctx.rt.status
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+    apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut obj);
+    if ctx.rt.crd {
+        validate_custom(ctx, &mut obj, None, Scope::Main)?;
+    }
+    Ok(obj)
+}
+
+/// Creates an object (the POST handler body).
+pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Value, ApiError> {
+    check_namespace(ctx)?;
+    let mut obj = prepare_create(ctx, obj)?;
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let ts = now();
+    if apply_manager.is_none() {
+        apply::record_update(None, &mut obj, &ctx.manager, &ctx.api_version(), "", &ts);
+    }
+    admit(ctx, AdmissionOperation::Create, None, &name, Some(&obj), None)?;
+    if ctx.rt.plural == "customresourcedefinitions" && ctx.rt.group == "apiextensions.k8s.io" {
+        super::crd::prepare_crd(&mut obj).map_err(|m| ApiError::invalid("CustomResourceDefinition", "apiextensions.k8s.io", &name, &[("FieldValueInvalid".into(), "spec".into(), m)]))?;
+    }
+    let mut st = ctx.server.inner.state.lock().unwrap();
+    if st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), &name).is_some() {
+        return Err(ApiError::already_exists(&ctx.rname(), &name));
+    }
+    if ctx.dry_run {
+        return Ok(ctx.out(&obj));
+    }
+    let stored = st.commit(&ctx.key(), &ctx.ns_key(), &name, Some(obj));
+    drop(st);
+    super::crd::after_write(ctx.server, &ctx.rt, &stored);
+    Ok(ctx.out(&stored))
+}
+
+/// Reads one object.
+pub fn get(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
+    let st = ctx.server.inner.state.lock().unwrap();
+    st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), name)
+        .map(|o| ctx.out(&o))
+        .ok_or_else(|| ApiError::not_found(&ctx.rname(), name))
+}
+
+/// List options.
+#[derive(Debug, Default)]
+pub struct ListOpts {
+    /// Label selector.
+    pub labels: LabelSelector,
+    /// Field selector.
+    pub fields: FieldSelector,
+    /// Page size (0 = all).
+    pub limit: usize,
+    /// Continue token.
+    pub cont: Option<String>,
+}
+
+/// One page of a list: items, list resourceVersion, continue token, remaining item count.
+pub type Page = (Vec<Value>, u64, Option<String>, Option<u64>);
+
+/// Lists objects (one page).
+pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
+    let st = ctx.server.inner.state.lock().unwrap();
+    let (list_rv, start_after) = match &opts.cont {
+        Some(c) if !c.is_empty() => {
+            let (rv, after) = decode_continue(c).ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+            (rv, Some(after))
+        }
+        _ => (st.rv, None),
+    };
+    let all = st.list(&ctx.key(), ctx.ns.as_deref());
+    let mut items = Vec::new();
+    let mut cont = None;
+    let mut remaining = None;
+    let mut iter = all.iter().filter(|o| {
+        let k = obj_key(o);
+        start_after.as_ref().is_none_or(|a| k > *a)
+    });
+    for o in iter.by_ref() {
+        if !opts.labels.matches(o) || !opts.fields.matches(o) {
+            continue;
+        }
+        if opts.limit > 0 && items.len() == opts.limit {
+            let last = items.last().map(|v: &Value| obj_key(v)).unwrap_or_default();
+            cont = Some(encode_continue(list_rv, &last));
+            let rest = 1 + iter.filter(|o| opts.labels.matches(o) && opts.fields.matches(o)).count();
+            remaining = Some(rest as u64);
+            break;
+        }
+        items.push(ctx.out(o));
+    }
+    Ok((items, list_rv, cont, remaining))
+}
+
+fn obj_key(o: &Value) -> String {
+    let ns = o.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or_default();
+    let name = o.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
+    format!("{ns}\u{1}{name}")
+}
+
+fn encode_continue(rv: u64, after: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!({"v":"meta.k8s.io/v1","rv":rv,"start":after})).unwrap())
+}
+
+fn decode_continue(c: &str) -> Option<(u64, String)> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c.trim_end_matches('=')).ok()?;
+    let v: Value = serde_json::from_slice(&raw).ok()?;
+    Some((v.get("rv")?.as_u64()?, v.get("start")?.as_str()?.to_string()))
+}
+
+/// Lists objects as a `<Kind>List`.
+pub fn list(ctx: &Ctx, opts: &ListOpts) -> Result<Value, ApiError> {
+    let (items, rv, cont, remaining) = list_raw(ctx, opts)?;
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = c.into();
+    }
+    if let Some(r) = remaining {
+        meta["remainingItemCount"] = r.into();
+    }
+    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": items}))
+}
+
+/// How an update body is produced from the current object.
+pub enum Mutation<'a> {
+    /// PUT with a full object.
+    Replace(Value),
+    /// PATCH (content type, body).
+    Patch(&'a str, &'a Value),
+    /// Server-side apply (config, force).
+    Apply(&'a Value, bool),
+}
+
+fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Result<Value, ApiError> {
+    let mut new = ctx.out(cur);
+    match m {
+        Mutation::Replace(v) => Ok(v.clone()),
+        Mutation::Patch(ct, p) => {
+            match *ct {
+                "application/merge-patch+json" => patch::merge_patch(&mut new, p),
+                "application/json-patch+json" => {
+                    patch::json_patch(&mut new, p).map_err(|e| {
+                        if e.contains("test") || e.contains("Test") {
+                            ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+                        } else {
+                            ApiError::new(422, "Invalid", e)
+                        }
+                    })?;
+                }
+                "application/strategic-merge-patch+json" => {
+                    if ctx.rt.crd {
+                        return Err(ApiError::unsupported_media(ct));
+                    }
+                    patch::strategic_merge(&mut new, p).map_err(ApiError::bad_request)?
+                }
+                other => return Err(ApiError::unsupported_media(other)),
+            }
+            Ok(new)
+        }
+        Mutation::Apply(cfg, force) => {
+            let mut cfgv = (*cfg).clone();
+            if sub == Some("status") {
+                cfgv = json!({"apiVersion": cfgv.get("apiVersion"), "kind": cfgv.get("kind"), "metadata": cfgv.get("metadata"), "status": cfgv.get("status")});
+            }
+            match apply::apply(Some(&new), &cfgv, &ctx.manager, &ctx.api_version(), *force, &now()) {
+                Ok(v) => Ok(v),
+                Err(conflicts) => Err(apply_conflict(ctx, cur, conflicts)),
+            }
+        }
+    }
+}
+
+fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> ApiError {
+    let name = cur.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
+    let msg = if conflicts.len() == 1 {
+        let c = &conflicts[0];
+        format!("Apply failed with 1 conflict: conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.field)
+    } else {
+        let mut s = format!("Apply failed with {} conflicts:", conflicts.len());
+        let mut by: Vec<(String, String, Vec<String>)> = Vec::new();
+        for c in &conflicts {
+            match by.iter_mut().find(|(m, _, _)| *m == c.manager) {
+                Some(e) => e.2.push(c.field.clone()),
+                None => by.push((c.manager.clone(), c.api_version.clone(), vec![c.field.clone()])),
+            }
+        }
+        for (m, av, fs) in by {
+            s.push_str(&format!(" conflicts with \"{m}\" using {av}:"));
+            for f in fs {
+                s.push_str(&format!("\n- {f}"));
+            }
+        }
+        s
+    };
+    let causes = conflicts
+        .iter()
+        .map(|c| json!({"reason":"FieldManagerConflict","message":format!("conflict with \"{}\" using {}", c.manager, c.api_version),"field":c.field}))
+        .collect();
+    ApiError::conflict_msg(&ctx.rname(), name, msg, causes)
+}
+
+/// Updates an object through a mutation (PUT / PATCH / apply), on the main resource or `status`.
+pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(Value, bool), ApiError> {
+    for _attempt in 0..16 {
+        let cur = {
+            let st = ctx.server.inner.state.lock().unwrap();
+            st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), name)
+        };
+        let Some(cur) = cur else {
+            if let Mutation::Apply(cfg, _) = &m
+                && sub.is_none()
+            {
+                let mut cfgv = (*cfg).clone();
+                if cfgv.pointer("/metadata/name").is_none() {
+                    cfgv["metadata"]["name"] = name.into();
+                }
+                let mut obj = apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now()).map_err(|_| ApiError::internal("apply"))?;
+                if let Some(md) = obj["metadata"].as_object_mut() {
+                    md.remove("resourceVersion");
+                }
+                return create(ctx, obj, Some(cfg)).map(|o| (o, true));
+            }
+            return Err(ApiError::not_found(&ctx.rname(), name));
+        };
+        let mut new = apply_mutation(ctx, &cur, &m, sub)?;
+        if !new.is_object() {
+            return Err(ApiError::bad_request("the object provided is not a JSON object"));
+        }
+        // Preconditions and immutable metadata.
+        let body_rv = new.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
+        let cur_rv = cur.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
+        let explicit_rv = match &m {
+            Mutation::Replace(_) => !body_rv.is_empty(),
+            Mutation::Patch(..) | Mutation::Apply(..) => !body_rv.is_empty() && body_rv != cur_rv,
+        };
+        if explicit_rv && body_rv != cur_rv {
+            return Err(ApiError::conflict(&ctx.rname(), name));
+        }
+        if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
+            && n != name
+        {
+            return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+        }
+        if let Some(k) = new.get("kind").and_then(|k| k.as_str())
+            && k != ctx.rt.kind
+        {
+            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", ctx.rt.kind)));
+        }
+        if ctx.rt.namespaced
+            && let Some(n) = new.pointer("/metadata/namespace").and_then(|n| n.as_str())
+            && !n.is_empty()
+            && n != ctx.ns_key()
+        {
+            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+        }
+        new["apiVersion"] = cur["apiVersion"].clone();
+        new["kind"] = cur["kind"].clone();
+        if !new.get("metadata").is_some_and(|m| m.is_object()) {
+            new["metadata"] = json!({});
+        }
+        for f in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            match cur["metadata"].get(f) {
+                Some(v) => new["metadata"][f] = v.clone(),
+                None => {
+                    new["metadata"].as_object_mut().unwrap().remove(f);
+                }
+            }
+        }
+        // A deleting object cannot gain new finalizers (kube: Forbidden), but may drop them.
+        if cur.pointer("/metadata/deletionTimestamp").is_some() {
+            let old_f = finalizers(&cur);
+            if finalizers(&new).iter().any(|f| !old_f.contains(f)) {
+                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &[(
+                    "FieldValueForbidden".into(),
+                    "metadata.finalizers".into(),
+                    "Forbidden: no new finalizers can be added if the object is being deleted".into(),
+                )]));
+            }
+        }
+        match sub {
+            Some("status") => {
+                let st = new.get("status").cloned();
+                let mut merged = (*cur).clone();
+                match st {
+                    Some(s) => merged["status"] = s,
+                    None => {
+                        merged.as_object_mut().unwrap().remove("status");
+                    }
+                }
+                // Status writes keep metadata except managedFields bookkeeping.
+                new = merged;
+            }
+            _ => {
+                if ctx.rt.status {
+                    match cur.get("status") {
+                        Some(s) => new["status"] = s.clone(),
+                        None => {
+                            new.as_object_mut().unwrap().remove("status");
+                        }
+                    }
+                }
+            }
+        }
+        apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut new);
+        if ctx.rt.crd {
+            let scope = if sub == Some("status") { Scope::Status } else { Scope::Main };
+            let old_out = ctx.out(&cur);
+            new["apiVersion"] = ctx.api_version().into();
+            validate_custom(ctx, &mut new, Some(&old_out), scope)?;
+            new["apiVersion"] = cur["apiVersion"].clone();
+        }
+        if (ctx.rt.crd || generation_tracked(&ctx.rt.group, &ctx.rt.plural))
+            && sub != Some("status")
+            && strip_status_for_spec(&new) != strip_status_for_spec(&cur)
+        {
+            let g = cur.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(0);
+            new["metadata"]["generation"] = (g + 1).into();
+        }
+        let ts = now();
+        if !matches!(m, Mutation::Apply(..)) {
+            apply::record_update(Some(&cur), &mut new, &ctx.manager, &ctx.api_version(), sub.unwrap_or(""), &ts);
+        }
+        new["metadata"]["resourceVersion"] = cur_rv.clone().into();
+        if new == *cur {
+            // No-op updates do not bump the resourceVersion (like kube-apiserver).
+            return Ok((ctx.out(&cur), false));
+        }
+        admit(ctx, AdmissionOperation::Update, sub, name, Some(&new), Some(&cur))?;
+        let mut st = ctx.server.inner.state.lock().unwrap();
+        let now_cur = st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), name);
+        if now_cur.as_ref().map(|c| c.pointer("/metadata/resourceVersion").cloned()) != Some(Some(Value::String(cur_rv.clone()))) {
+            if matches!(m, Mutation::Replace(_)) && explicit_rv {
+                return Err(ApiError::conflict(&ctx.rname(), name));
+            }
+            continue; // retry like GuaranteedUpdate
+        }
+        if ctx.dry_run {
+            return Ok((ctx.out(&new), false));
+        }
+        let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
+        let spec_fins_done = !(ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces")
+            || new.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
+        if deleting && finalizers(&new).is_empty() && spec_fins_done {
+            let out = ctx.out(&new);
+            st.commit(&ctx.key(), &ctx.ns_key(), name, None);
+            drop(st);
+            super::crd::after_remove(ctx.server, &ctx.rt, &new);
+            gc::after_delete(ctx.server);
+            return Ok((out, false));
+        }
+        let stored = st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new));
+        drop(st);
+        super::crd::after_write(ctx.server, &ctx.rt, &stored);
+        if deleting {
+            gc::after_delete(ctx.server);
+        }
+        return Ok((ctx.out(&stored), false));
+    }
+    Err(ApiError::conflict(&ctx.rname(), name))
+}
+
+/// `metadata.finalizers`.
+pub fn finalizers(o: &Value) -> Vec<String> {
+    o.pointer("/metadata/finalizers")
+        .and_then(|f| f.as_array())
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// Delete options.
+#[derive(Debug, Default, Clone)]
+pub struct DeleteOpts {
+    /// `Background`, `Foreground` or `Orphan`.
+    pub propagation: Option<String>,
+    /// Precondition uid.
+    pub uid: Option<String>,
+    /// Precondition resourceVersion.
+    pub rv: Option<String>,
+}
+
+/// Deletes an object: with finalizers it is only marked (deletionTimestamp); otherwise removed and its
+/// dependents garbage-collected.
+pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiError> {
+    let cur = {
+        let st = ctx.server.inner.state.lock().unwrap();
+        st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), name)
+    }
+    .ok_or_else(|| ApiError::not_found(&ctx.rname(), name))?;
+    if let Some(uid) = &opts.uid {
+        let have = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
+        if uid != have {
+            return Err(ApiError::conflict_msg(&ctx.rname(), name, format!("Operation cannot be fulfilled on {} \"{}\": Precondition failed: UID in precondition: {}, UID in object meta: {}", ctx.rname().qualified(), name, uid, have), vec![]));
+        }
+    }
+    if let Some(rv) = &opts.rv {
+        let have = cur.pointer("/metadata/resourceVersion").and_then(|u| u.as_str()).unwrap_or_default();
+        if rv != have {
+            return Err(ApiError::conflict_msg(&ctx.rname(), name, format!("Operation cannot be fulfilled on {} \"{}\": Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {}", ctx.rname().qualified(), name, rv, have), vec![]));
+        }
+    }
+    admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
+    if ctx.dry_run {
+        return Ok(ctx.out(&cur));
+    }
+    let is_ns = ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces";
+    let mut fins = finalizers(&cur);
+    match opts.propagation.as_deref() {
+        Some("Foreground") if !fins.contains(&"foregroundDeletion".to_string()) => fins.push("foregroundDeletion".into()),
+        Some("Orphan") if !fins.contains(&"orphan".to_string()) => fins.push("orphan".into()),
+        _ => {}
+    }
+    let ns_done = is_ns
+        && cur.pointer("/metadata/deletionTimestamp").is_some()
+        && cur.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
+    let mut st = ctx.server.inner.state.lock().unwrap();
+    if fins.is_empty() && (!is_ns || ns_done) {
+        let mut out = ctx.out(&cur);
+        st.commit(&ctx.key(), &ctx.ns_key(), name, None);
+        drop(st);
+        super::crd::after_remove(ctx.server, &ctx.rt, &cur);
+        gc::after_delete(ctx.server);
+        out["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+        return Ok(out);
+    }
+    let mut new = (*cur).clone();
+    if new.pointer("/metadata/deletionTimestamp").is_none() {
+        new["metadata"]["deletionTimestamp"] = now().into();
+        new["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+    }
+    if !fins.is_empty() {
+        new["metadata"]["finalizers"] = json!(fins);
+    }
+    if is_ns {
+        new["status"]["phase"] = "Terminating".into();
+    }
+    let stored = if new == *cur { cur.clone() } else { st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new)) };
+    drop(st);
+    gc::after_delete(ctx.server);
+    Ok(ctx.out(&stored))
+}
+
+/// Decides the field manager: `fieldManager` query or the User-Agent up to the first `/`.
+fn manager_name(q: &HashMap<String, String>, headers: &http::HeaderMap) -> String {
+    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.clone();
+    }
+    let ua = headers.get("user-agent").and_then(|u| u.to_str().ok()).unwrap_or("unknown");
+    ua.split('/').next().unwrap_or("unknown").to_string()
+}
+
+/// Parses YAML or JSON bytes to a JSON value.
+pub fn parse_body(body: &[u8], ct: &str) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Ok(Value::Null);
+    }
+    if ct.contains("protobuf") {
+        return super::protobuf::decode_envelope(body).map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
+    }
+    if ct.contains("yaml") {
+        let s = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        return serde_saphyr::from_str::<Value>(s).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
+}
+
+/// The verb of a resource request (kube's RequestInfo verbs).
+pub fn verb_of(method: &Method, info: &ResInfo, q: &HashMap<String, String>) -> &'static str {
+    let watch = info.watch_prefix || q.get("watch").is_some_and(|w| w == "1" || w == "true");
+    match *method {
+        Method::GET | Method::HEAD if watch => "watch",
+        Method::GET | Method::HEAD if info.name.is_some() => "get",
+        Method::GET | Method::HEAD => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if info.name.is_some() => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// Handles a resource request after authentication and authorization.
+pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &UserInfo, info: &ResInfo, verb: &str) -> Response<Body> {
+    let q = parse_query(req.uri().query());
+    let rt = {
+        let st = server.inner.state.lock().unwrap();
+        st.resource(&info.group, &info.resource)
+    };
+    let Some(rt) = rt.filter(|r| r.versions.contains(&info.version)) else {
+        return error_response(&ApiError::no_route());
+    };
+    if rt.namespaced != info.namespace.is_some() && !(rt.namespaced && info.name.is_none() && matches!(verb, "list" | "watch" | "deletecollection")) {
+        return error_response(&ApiError::no_route());
+    }
+    if rt.namespaced && info.namespace.is_none() && verb == "deletecollection" {
+        return error_response(&ApiError::no_route());
+    }
+    let ctx = Ctx {
+        server,
+        user,
+        rt: rt.clone(),
+        version: info.version.clone(),
+        ns: info.namespace.clone(),
+        dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
+        manager: manager_name(&q, req.headers()),
+    };
+    let ct = req.headers().get("content-type").and_then(|c| c.to_str().ok()).unwrap_or("application/json").split(';').next().unwrap_or("").trim().to_string();
+    let accept = req.headers().get("accept").and_then(|c| c.to_str().ok()).unwrap_or("").to_string();
+    let as_table = accept.contains("as=Table");
+    let sub = info.subresource.as_deref();
+    if let Some(s) = sub {
+        let ok = (s == "status" && rt.status) || (s == "scale" && rt.scale.is_some()) || rt.extra_subresources.iter().any(|e| e == s);
+        if !ok || info.name.is_none() {
+            return error_response(&ApiError::no_route());
+        }
+    }
+    if rt.create_only {
+        if verb != "create" {
+            return error_response(&ApiError::method_not_allowed());
+        }
+        let body = match parse_body(req.body(), &ct) {
+            Ok(b) => b,
+            Err(e) => return error_response(&e),
+        };
+        return match rbac::review(server, user, &rt, body) {
+            Ok(v) => json_response(201, &v),
+            Err(e) => error_response(&e),
+        };
+    }
+    if sub == Some("proxy") {
+        return super::proxy::forward(server, req, info).await;
+    }
+    if sub == Some("log") {
+        return Response::builder().status(200).header("content-type", "text/plain").body(full("")).unwrap();
+    }
+    if sub == Some("scale") {
+        return super::scale::handle(&ctx, req, info, verb, &ct);
+    }
+    let result: Result<(u16, Value), ApiError> = match verb {
+        "get" => get(&ctx, info.name.as_deref().unwrap()).map(|v| (200, v)),
+        "list" => {
+            let opts = match list_opts(&q, &rt) {
+                Ok(o) => o,
+                Err(e) => return error_response(&e),
+            };
+            list(&ctx, &opts).map(|v| (200, v))
+        }
+        "watch" => {
+            return super::watch::serve(&ctx, &q, info, as_table).await;
+        }
+        "create" => match parse_body(req.body(), &ct) {
+            Ok(b) => create(&ctx, b, None).map(|v| (201, v)),
+            Err(e) => Err(e),
+        },
+        "update" => match parse_body(req.body(), &ct) {
+            Ok(b) => update(&ctx, info.name.as_deref().unwrap(), Mutation::Replace(b), sub).map(|(v, created)| (if created { 201 } else { 200 }, v)),
+            Err(e) => Err(e),
+        },
+        "patch" => {
+            let name = info.name.as_deref().unwrap();
+            if ct == "application/apply-patch+yaml" {
+                if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+                    Err(ApiError::invalid("PatchOptions", "meta.k8s.io", "", &[(
+                        "FieldValueRequired".into(),
+                        "fieldManager".into(),
+                        "Required value: is required for apply patch".into(),
+                    )]))
+                } else {
+                    match parse_body(req.body(), "yaml") {
+                        Ok(b) => {
+                            let force = q.get("force").is_some_and(|f| f == "true");
+                            update(&ctx, name, Mutation::Apply(&b, force), sub).map(|(v, created)| (if created { 201 } else { 200 }, v))
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            } else {
+                match parse_body(req.body(), "json") {
+                    Ok(b) => update(&ctx, name, Mutation::Patch(&ct, &b), sub).map(|(v, _)| (200, v)),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+        "delete" => {
+            let opts = delete_opts(&q, req.body());
+            delete(&ctx, info.name.as_deref().unwrap(), &opts).map(|v| (200, v))
+        }
+        "deletecollection" => {
+            let lopts = match list_opts(&q, &rt) {
+                Ok(o) => o,
+                Err(e) => return error_response(&e),
+            };
+            let dopts = delete_opts(&q, req.body());
+            deletecollection(&ctx, &lopts, &dopts).map(|v| (200, v))
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    };
+    match result {
+        Ok((code, v)) => {
+            if as_table && (verb == "get" || verb == "list") {
+                let include = q.get("includeObject").cloned().unwrap_or_default();
+                json_response(code, &super::table::to_table(&rt, &v, verb == "list", &include))
+            } else {
+                json_response(code, &v)
+            }
+        }
+        Err(e) => error_response(&e),
+    }
+}
+
+/// Deletes every object matching the selectors; returns the list of deleted objects.
+pub fn deletecollection(ctx: &Ctx, lopts: &ListOpts, dopts: &DeleteOpts) -> Result<Value, ApiError> {
+    let all = ListOpts { labels: lopts.labels.clone(), fields: lopts.fields.clone(), limit: 0, cont: None };
+    let (items, rv, _, _) = list_raw(ctx, &all)?;
+    let mut out = Vec::new();
+    for it in items {
+        let name = it.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+        let ns = it.pointer("/metadata/namespace").and_then(|n| n.as_str()).map(String::from);
+        let c2 = Ctx { server: ctx.server, user: ctx.user, rt: ctx.rt.clone(), version: ctx.version.clone(), ns, dry_run: ctx.dry_run, manager: ctx.manager.clone() };
+        match delete(&c2, &name, dopts) {
+            Ok(v) => out.push(v),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": out}))
+}
+
+/// Parses list options from the query.
+pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListOpts, ApiError> {
+    Ok(ListOpts {
+        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or("")).map_err(ApiError::bad_request)?,
+        fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.group, &rt.plural).map_err(ApiError::bad_request)?,
+        limit: q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
+        cont: q.get("continue").cloned(),
+    })
+}
+
+fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
+    let b: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let orphan = b.get("orphanDependents").and_then(|o| o.as_bool()).or_else(|| q.get("orphanDependents").map(|o| o == "true"));
+    DeleteOpts {
+        propagation: b
+            .get("propagationPolicy")
+            .and_then(|p| p.as_str())
+            .map(String::from)
+            .or_else(|| q.get("propagationPolicy").cloned())
+            .or_else(|| (orphan == Some(true)).then(|| "Orphan".to_string())),
+        uid: b.pointer("/preconditions/uid").and_then(|u| u.as_str()).map(String::from),
+        rv: b.pointer("/preconditions/resourceVersion").and_then(|u| u.as_str()).map(String::from),
+    }
+}
+
+impl ApiServer {
+    /// Creates an object bypassing authorization and admission (bootstrap, CRD registration).
+    pub(crate) fn create_internal(&self, group: &str, plural: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
+        let rt = self.inner.state.lock().unwrap().resource(group, plural).ok_or_else(ApiError::no_route)?;
+        let user = UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()] };
+        let ctx = Ctx { server: self, user: &user, version: rt.preferred().to_string(), rt, ns: ns.map(String::from), dry_run: false, manager: "kube-apiserver".into() };
+        create(&ctx, obj, None)
+    }
+
+    /// Internal system context for (group, plural).
+    pub(crate) fn with_system_ctx<R>(&self, group: &str, plural: &str, ns: Option<&str>, f: impl FnOnce(&Ctx) -> R) -> Option<R> {
+        let rt = self.inner.state.lock().unwrap().resource(group, plural)?;
+        let user = UserInfo { name: "system:serviceaccount:kube-system:generic-garbage-collector".into(), groups: vec!["system:masters".into()] };
+        let ctx = Ctx { server: self, user: &user, version: rt.preferred().to_string(), rt, ns: ns.map(String::from), dry_run: false, manager: "kube-controller-manager".into() };
+        Some(f(&ctx))
+    }
+}
+
+/// Collects a request body of any `http_body::Body` into bytes.
+pub async fn collect_body<B>(b: B) -> Result<Bytes, String>
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Display,
+{
+    b.collect().await.map(|c| c.to_bytes()).map_err(|e| e.to_string())
+}

@@ -1,0 +1,87 @@
+//! The `scale` subresource (`autoscaling/v1` Scale) for workloads and CRDs that declare it.
+
+use bytes::Bytes;
+use http::{Request, Response};
+use serde_json::{Value, json};
+
+use super::rest::{Body, Ctx, Mutation, ResInfo, error_response, json_response, parse_body, update};
+use super::selectors::LabelSelector;
+use super::status::ApiError;
+
+fn path_get<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = o;
+    for seg in path.trim_start_matches('.').split('.') {
+        cur = cur.get(seg)?;
+    }
+    Some(cur)
+}
+
+fn path_set(o: &mut Value, path: &str, v: Value) {
+    let segs: Vec<&str> = path.trim_start_matches('.').split('.').collect();
+    let mut cur = o;
+    for s in &segs[..segs.len() - 1] {
+        if !cur.get(*s).is_some_and(|x| x.is_object()) {
+            cur[*s] = json!({});
+        }
+        cur = cur.get_mut(*s).unwrap();
+    }
+    cur[segs[segs.len() - 1]] = v;
+}
+
+fn to_scale(ctx: &Ctx, obj: &Value) -> Value {
+    let sp = ctx.rt.scale.as_ref().unwrap();
+    let selector = match &sp.label_selector {
+        Some(p) => path_get(obj, p).and_then(|v| v.as_str()).unwrap_or_default().to_string(),
+        None => obj.pointer("/spec/selector").map(|s| LabelSelector::from_json(s).to_string_form()).unwrap_or_default(),
+    };
+    let md = &obj["metadata"];
+    let mut meta = json!({"name": md["name"], "uid": md["uid"], "resourceVersion": md["resourceVersion"], "creationTimestamp": md["creationTimestamp"]});
+    if let Some(ns) = md.get("namespace") {
+        meta["namespace"] = ns.clone();
+    }
+    json!({
+        "kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
+        "spec": {"replicas": path_get(obj, &sp.spec_replicas).and_then(|v| v.as_i64()).unwrap_or(0)},
+        "status": {"replicas": path_get(obj, &sp.status_replicas).and_then(|v| v.as_i64()).unwrap_or(0), "selector": selector},
+    })
+}
+
+/// Handles GET/PUT/PATCH on `.../{name}/scale`.
+pub fn handle(ctx: &Ctx, req: &Request<Bytes>, info: &ResInfo, verb: &str, ct: &str) -> Response<Body> {
+    let name = info.name.as_deref().unwrap_or_default();
+    let res = (|| -> Result<Value, ApiError> {
+        let cur = super::rest::get(ctx, name)?;
+        let cur_scale = to_scale(ctx, &cur);
+        let new_scale = match verb {
+            "get" => return Ok(cur_scale),
+            "update" => parse_body(req.body(), ct)?,
+            "patch" => {
+                let p = parse_body(req.body(), ct)?;
+                let mut s = cur_scale.clone();
+                match ct {
+                    "application/json-patch+json" => super::patch::json_patch(&mut s, &p).map_err(|e| ApiError::new(422, "Invalid", e))?,
+                    "application/apply-patch+yaml" | "application/merge-patch+json" | "application/strategic-merge-patch+json" => super::patch::merge_patch(&mut s, &p),
+                    other => return Err(ApiError::unsupported_media(other)),
+                }
+                s
+            }
+            _ => return Err(ApiError::method_not_allowed()),
+        };
+        let want_rv = new_scale.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default();
+        if !want_rv.is_empty() && Some(want_rv) != cur.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()) {
+            return Err(ApiError::conflict(&super::status::ResourceName { group: &ctx.rt.group, resource: &ctx.rt.plural }, name));
+        }
+        let replicas = new_scale.pointer("/spec/replicas").and_then(|r| r.as_i64()).unwrap_or(0);
+        if replicas < 0 {
+            return Err(ApiError::invalid("Scale", "autoscaling", name, &[("FieldValueInvalid".into(), "spec.replicas".into(), format!("Invalid value: {replicas}: must be greater than or equal to 0"))]));
+        }
+        let mut obj = cur.clone();
+        path_set(&mut obj, &ctx.rt.scale.as_ref().unwrap().spec_replicas, replicas.into());
+        let (stored, _) = update(ctx, name, Mutation::Replace(obj), None)?;
+        Ok(to_scale(ctx, &stored))
+    })();
+    match res {
+        Ok(v) => json_response(200, &v),
+        Err(e) => error_response(&e),
+    }
+}

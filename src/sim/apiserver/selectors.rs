@@ -1,0 +1,272 @@
+//! Label selectors (`=`, `==`, `!=`, `in`, `notin`, exists, `!key`) and field selectors.
+
+use serde_json::Value;
+
+/// One label requirement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LabelReq {
+    /// `key=value` / `key==value` / `key in (a,b)`.
+    In(String, Vec<String>),
+    /// `key!=value` / `key notin (a,b)`.
+    NotIn(String, Vec<String>),
+    /// `key`.
+    Exists(String),
+    /// `!key`.
+    NotExists(String),
+    /// `key>n` / `key<n`.
+    Gt(String, i64),
+    /// `key<n`.
+    Lt(String, i64),
+}
+
+/// A parsed label selector (all requirements ANDed).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LabelSelector(pub Vec<LabelReq>);
+
+fn split_top(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                cur.push(c)
+            }
+            ')' => {
+                depth -= 1;
+                cur.push(c)
+            }
+            ',' if depth == 0 => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+}
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+}
+
+fn parse_set(s: &str) -> Option<Vec<String>> {
+    let s = s.trim();
+    let inner = s.strip_prefix('(')?.strip_suffix(')')?;
+    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+}
+
+impl LabelSelector {
+    /// Parses the `labelSelector` query string.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        for part in split_top(s) {
+            let err = || format!("unable to parse requirement: found '{part}', expected: valid label selector");
+            if let Some(k) = part.strip_prefix('!') {
+                let k = k.trim();
+                if !valid_key(k) {
+                    return Err(err());
+                }
+                reqs.push(LabelReq::NotExists(k.into()));
+            } else if let Some((k, v)) = part.split_once("!=") {
+                reqs.push(LabelReq::NotIn(k.trim().into(), vec![v.trim().into()]));
+            } else if let Some((k, v)) = part.split_once("==") {
+                reqs.push(LabelReq::In(k.trim().into(), vec![v.trim().into()]));
+            } else if let Some((k, v)) = part.split_once('=') {
+                reqs.push(LabelReq::In(k.trim().into(), vec![v.trim().into()]));
+            } else if let Some(idx) = part.find(" notin ") {
+                let set = parse_set(&part[idx + 7..]).ok_or_else(err)?;
+                reqs.push(LabelReq::NotIn(part[..idx].trim().into(), set));
+            } else if let Some(idx) = part.find(" in ") {
+                let set = parse_set(&part[idx + 4..]).ok_or_else(err)?;
+                reqs.push(LabelReq::In(part[..idx].trim().into(), set));
+            } else if let Some((k, v)) = part.split_once('>') {
+                reqs.push(LabelReq::Gt(k.trim().into(), v.trim().parse().map_err(|_| err())?));
+            } else if let Some((k, v)) = part.split_once('<') {
+                reqs.push(LabelReq::Lt(k.trim().into(), v.trim().parse().map_err(|_| err())?));
+            } else {
+                if !valid_key(&part) {
+                    return Err(err());
+                }
+                reqs.push(LabelReq::Exists(part.clone()));
+            }
+            let key = match reqs.last().unwrap() {
+                LabelReq::In(k, _) | LabelReq::NotIn(k, _) | LabelReq::Exists(k) | LabelReq::NotExists(k) => k,
+                LabelReq::Gt(k, _) | LabelReq::Lt(k, _) => k,
+            };
+            if !valid_key(key) {
+                return Err(err());
+            }
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// Builds a selector from a `metav1.LabelSelector` JSON object (matchLabels + matchExpressions).
+    pub fn from_json(v: &Value) -> Self {
+        let mut reqs = Vec::new();
+        if let Some(m) = v.get("matchLabels").and_then(|m| m.as_object()) {
+            for (k, val) in m {
+                reqs.push(LabelReq::In(k.clone(), vec![val.as_str().unwrap_or_default().into()]));
+            }
+        }
+        if let Some(exprs) = v.get("matchExpressions").and_then(|m| m.as_array()) {
+            for e in exprs {
+                let k = e.get("key").and_then(|k| k.as_str()).unwrap_or_default().to_string();
+                let vals: Vec<String> = e
+                    .get("values")
+                    .and_then(|v| v.as_array())
+                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                    .unwrap_or_default();
+                match e.get("operator").and_then(|o| o.as_str()).unwrap_or_default() {
+                    "In" => reqs.push(LabelReq::In(k, vals)),
+                    "NotIn" => reqs.push(LabelReq::NotIn(k, vals)),
+                    "Exists" => reqs.push(LabelReq::Exists(k)),
+                    "DoesNotExist" => reqs.push(LabelReq::NotExists(k)),
+                    _ => {}
+                }
+            }
+        }
+        LabelSelector(reqs)
+    }
+
+    /// Renders like `metav1.FormatLabelSelector` (used for the scale subresource).
+    pub fn to_string_form(&self) -> String {
+        self.0
+            .iter()
+            .map(|r| match r {
+                LabelReq::In(k, v) if v.len() == 1 => format!("{k}={}", v[0]),
+                LabelReq::In(k, v) => format!("{k} in ({})", v.join(",")),
+                LabelReq::NotIn(k, v) if v.len() == 1 => format!("{k}!={}", v[0]),
+                LabelReq::NotIn(k, v) => format!("{k} notin ({})", v.join(",")),
+                LabelReq::Exists(k) => k.clone(),
+                LabelReq::NotExists(k) => format!("!{k}"),
+                LabelReq::Gt(k, n) => format!("{k}>{n}"),
+                LabelReq::Lt(k, n) => format!("{k}<{n}"),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Whether the object's labels match.
+    pub fn matches(&self, obj: &Value) -> bool {
+        let labels = obj.pointer("/metadata/labels").and_then(|l| l.as_object());
+        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(|v| v.as_str());
+        self.0.iter().all(|r| match r {
+            LabelReq::In(k, vals) => get(k).is_some_and(|v| vals.iter().any(|x| x == v)),
+            LabelReq::NotIn(k, vals) => get(k).is_none_or(|v| !vals.iter().any(|x| x == v)),
+            LabelReq::Exists(k) => get(k).is_some(),
+            LabelReq::NotExists(k) => get(k).is_none(),
+            LabelReq::Gt(k, n) => get(k).and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v > *n),
+            LabelReq::Lt(k, n) => get(k).and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v < *n),
+        })
+    }
+}
+
+/// A parsed field selector: (path, equal?, value) triples ANDed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldSelector(pub Vec<(String, bool, String)>);
+
+/// Field labels kube-apiserver supports per resource besides `metadata.name`/`metadata.namespace`.
+fn supported_fields(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("", "pods") => &[
+            "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+            "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs", "status.nominatedNodeName",
+        ],
+        ("", "events") => &[
+            "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+            "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+            "reason", "reportingComponent", "source", "type",
+        ],
+        ("events.k8s.io", "events") => &[
+            "regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "regarding.apiVersion",
+            "reason", "reportingController", "type",
+        ],
+        ("", "secrets") => &["type"],
+        ("", "namespaces") => &["status.phase"],
+        ("", "nodes") => &["spec.unschedulable"],
+        ("", "persistentvolumeclaims") => &["status.phase"],
+        ("", "replicationcontrollers") => &["status.replicas"],
+        ("batch", "jobs") => &["status.successful"],
+        ("apps", "replicasets") => &["status.replicas"],
+        ("certificates.k8s.io", _) => &["spec.signerName"],
+        _ => &[],
+    }
+}
+
+impl FieldSelector {
+    /// Parses `fieldSelector`, rejecting fields the real server does not support for this resource.
+    pub fn parse(s: &str, group: &str, plural: &str) -> Result<Self, String> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
+                (k, false, v)
+            } else if let Some((k, v)) = part.split_once("==") {
+                (k, true, v)
+            } else if let Some((k, v)) = part.split_once('=') {
+                (k, true, v)
+            } else {
+                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
+            };
+            let k = k.trim();
+            if k != "metadata.name" && k != "metadata.namespace" && !supported_fields(group, plural).contains(&k) {
+                return Err(format!("field label not supported: {k}"));
+            }
+            out.push((k.to_string(), eq, v.trim().to_string()));
+        }
+        Ok(FieldSelector(out))
+    }
+
+    /// Whether the object matches.
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.0.iter().all(|(path, eq, want)| {
+            let mut cur = Some(obj);
+            for seg in path.split('.') {
+                cur = cur.and_then(|c| c.get(seg));
+            }
+            let have = match cur {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Bool(b)) => b.to_string(),
+                Some(Value::Number(n)) => n.to_string(),
+                Some(Value::Object(o)) if path == "source" => {
+                    o.get("component").and_then(|c| c.as_str()).unwrap_or_default().to_string()
+                }
+                _ => String::new(),
+            };
+            (have == *want) == *eq
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn label_selector_operators() {
+        let o = json!({"metadata":{"labels":{"app":"etcd","role":"main","n":"5"}}});
+        for (sel, want) in [
+            ("app=etcd", true),
+            ("app==etcd", true),
+            ("app!=etcd", false),
+            ("app in (etcd,x)", true),
+            ("role notin (main)", false),
+            ("app,role", true),
+            ("!missing", true),
+            ("!app", false),
+            ("app=etcd,role in (events, main)", true),
+            ("n>4", true),
+            ("missing!=x", true),
+        ] {
+            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+        }
+        assert!(LabelSelector::parse("a in b").is_err());
+    }
+
+    #[test]
+    fn field_selector_rejects_unsupported_fields() {
+        assert!(FieldSelector::parse("spec.foo=1", "", "configmaps").is_err());
+        let f = FieldSelector::parse("status.phase!=Running,metadata.name=p", "", "pods").unwrap();
+        assert!(f.matches(&json!({"metadata":{"name":"p"},"status":{"phase":"Pending"}})));
+    }
+}

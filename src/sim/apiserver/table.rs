@@ -1,0 +1,341 @@
+//! Server-side Table output (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`): CRD printer
+//! columns evaluated with JSONPath, and kubectl-like default columns for built-in kinds.
+
+use serde_json::{Value, json};
+
+use super::resources::{PrinterColumn, ResourceType};
+
+/// Human duration like `k8s.io/apimachinery/pkg/util/duration.HumanDuration`.
+pub fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    let s = secs.max(0);
+    if s < 120 {
+        return format!("{s}s");
+    }
+    let m = s / 60;
+    if m < 10 {
+        let rs = s % 60;
+        return if rs == 0 { format!("{m}m") } else { format!("{m}m{rs}s") };
+    }
+    if m < 180 {
+        return format!("{m}m");
+    }
+    let h = m / 60;
+    if h < 8 {
+        let rm = m % 60;
+        return if rm == 0 { format!("{h}h") } else { format!("{h}h{rm}m") };
+    }
+    if h < 48 {
+        return format!("{h}h");
+    }
+    let d = h / 24;
+    if h < 24 * 8 {
+        let rh = h % 24;
+        return if rh == 0 { format!("{d}d") } else { format!("{d}d{rh}h") };
+    }
+    if d < 365 * 2 {
+        return format!("{d}d");
+    }
+    let y = d / 365;
+    if d < 365 * 8 {
+        let rd = d % 365;
+        return if rd == 0 { format!("{y}y") } else { format!("{y}y{rd}d") };
+    }
+    format!("{y}y")
+}
+
+fn age_of(ts: &str) -> String {
+    match ts.parse::<jiff::Timestamp>() {
+        Ok(t) => human_duration(jiff::Timestamp::now().as_second() - t.as_second()),
+        Err(_) => "<unknown>".into(),
+    }
+}
+
+/// Evaluates a kubectl-style JSONPath (`.a.b`, `.a[0]`, `.a[*].b`, `.a[?(@.type=="Ready")].status`).
+pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let mut cur = vec![obj.clone()];
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let field = &r[..end];
+            if !field.is_empty() {
+                cur = cur.iter().filter_map(|v| v.get(field).cloned()).collect();
+            }
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let Some(end) = r.find(']') else { return vec![] };
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            if inner == "*" {
+                cur = cur.iter().flat_map(|v| v.as_array().cloned().unwrap_or_default()).collect();
+            } else if let Some(f) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
+                let (lhs, rhs, neq) = match f.split_once("!=") {
+                    Some((l, r)) => (l, r, true),
+                    None => match f.split_once("==") {
+                        Some((l, r)) => (l, r, false),
+                        None => return vec![],
+                    },
+                };
+                let field = lhs.trim().trim_start_matches("@.");
+                let want = rhs.trim().trim_matches('"').trim_matches('\'');
+                cur = cur
+                    .iter()
+                    .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+                    .filter(|it| {
+                        let have = match it.get(field) {
+                            Some(Value::String(s)) => s.clone(),
+                            Some(v) => v.to_string(),
+                            None => String::new(),
+                        };
+                        (have == want) != neq
+                    })
+                    .collect();
+            } else if let Ok(i) = inner.parse::<i64>() {
+                cur = cur
+                    .iter()
+                    .filter_map(|v| {
+                        let a = v.as_array()?;
+                        let idx = if i < 0 { a.len() as i64 + i } else { i };
+                        a.get(idx as usize).cloned()
+                    })
+                    .collect();
+            } else {
+                let key = inner.trim_matches('\'').trim_matches('"');
+                cur = cur.iter().filter_map(|v| v.get(key).cloned()).collect();
+            }
+        } else {
+            return vec![];
+        }
+    }
+    cur
+}
+
+fn s(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(v) => v.to_string(),
+    }
+}
+
+fn builtin_cell(key: &str, o: &Value) -> Value {
+    let i = |p: &str| o.pointer(p).and_then(|v| v.as_i64()).unwrap_or(0);
+    match key {
+        "@pod.ready" => {
+            let cs = o.pointer("/status/containerStatuses").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+            let total = o.pointer("/spec/containers").and_then(|c| c.as_array()).map(|a| a.len()).unwrap_or(0);
+            let ready = cs.iter().filter(|c| c.get("ready").and_then(|r| r.as_bool()) == Some(true)).count();
+            json!(format!("{ready}/{total}"))
+        }
+        "@pod.status" => {
+            if o.pointer("/metadata/deletionTimestamp").is_some() {
+                return json!("Terminating");
+            }
+            let cs = o.pointer("/status/containerStatuses").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+            for c in &cs {
+                if let Some(r) = c.pointer("/state/waiting/reason").and_then(|r| r.as_str()) {
+                    return json!(r);
+                }
+                if let Some(r) = c.pointer("/state/terminated/reason").and_then(|r| r.as_str()) {
+                    return json!(r);
+                }
+            }
+            let reason = s(o.pointer("/status/reason"));
+            json!(if reason.is_empty() { s(o.pointer("/status/phase")) } else { reason })
+        }
+        "@pod.restarts" => {
+            let n: i64 = o
+                .pointer("/status/containerStatuses")
+                .and_then(|c| c.as_array())
+                .map(|a| a.iter().map(|c| c.get("restartCount").and_then(|r| r.as_i64()).unwrap_or(0)).sum())
+                .unwrap_or(0);
+            json!(n.to_string())
+        }
+        "@count.data" => {
+            let n = o.get("data").and_then(|d| d.as_object()).map(|d| d.len()).unwrap_or(0)
+                + o.get("binaryData").and_then(|d| d.as_object()).map(|d| d.len()).unwrap_or(0);
+            json!(n)
+        }
+        "@pvc.modes" => {
+            let modes: Vec<String> = o
+                .pointer("/status/accessModes")
+                .and_then(|m| m.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|m| m.as_str())
+                        .map(|m| match m {
+                            "ReadWriteOnce" => "RWO".to_string(),
+                            "ReadOnlyMany" => "ROX".to_string(),
+                            "ReadWriteMany" => "RWX".to_string(),
+                            "ReadWriteOncePod" => "RWOP".to_string(),
+                            x => x.to_string(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!(modes.join(","))
+        }
+        "@svc.external" => {
+            let ext = o.pointer("/spec/externalIPs").and_then(|e| e.as_array()).map(|a| a.iter().map(|x| s(Some(x))).collect::<Vec<_>>().join(","));
+            json!(ext.filter(|e| !e.is_empty()).unwrap_or_else(|| "<none>".into()))
+        }
+        "@svc.ports" => {
+            let ports: Vec<String> = o
+                .pointer("/spec/ports")
+                .and_then(|p| p.as_array())
+                .map(|a| {
+                    a.iter()
+                        .map(|p| {
+                            let proto = p.get("protocol").and_then(|x| x.as_str()).unwrap_or("TCP");
+                            match p.get("nodePort") {
+                                Some(np) => format!("{}:{}/{}", i64_of(p.get("port")), np, proto),
+                                None => format!("{}/{}", i64_of(p.get("port")), proto),
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") })
+        }
+        "@svc.selector" => {
+            let sel = o.pointer("/spec/selector").and_then(|s| s.as_object()).map(|m| m.iter().map(|(k, v)| format!("{k}={}", s(Some(v)))).collect::<Vec<_>>().join(","));
+            json!(sel.filter(|s| !s.is_empty()).unwrap_or_else(|| "<none>".into()))
+        }
+        "@ep.addresses" => {
+            let mut addrs = Vec::new();
+            for sub in o.get("subsets").and_then(|s| s.as_array()).cloned().unwrap_or_default() {
+                for a in sub.get("addresses").and_then(|a| a.as_array()).cloned().unwrap_or_default() {
+                    for p in sub.get("ports").and_then(|a| a.as_array()).cloned().unwrap_or_default() {
+                        addrs.push(format!("{}:{}", s(a.get("ip")), i64_of(p.get("port"))));
+                    }
+                }
+            }
+            json!(if addrs.is_empty() { "<none>".to_string() } else { addrs.join(",") })
+        }
+        "@node.status" => {
+            let ready = o
+                .pointer("/status/conditions")
+                .and_then(|c| c.as_array())
+                .and_then(|a| a.iter().find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready")))
+                .and_then(|c| c.get("status").and_then(|s| s.as_str()).map(String::from));
+            json!(if ready.as_deref() == Some("True") { "Ready" } else { "NotReady" })
+        }
+        "@node.roles" => {
+            let roles: Vec<String> = o
+                .pointer("/metadata/labels")
+                .and_then(|l| l.as_object())
+                .map(|l| l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/").map(String::from)).collect())
+                .unwrap_or_default();
+            json!(if roles.is_empty() { "<none>".to_string() } else { roles.join(",") })
+        }
+        "@event.lastseen" => {
+            let ts = o.get("lastTimestamp").and_then(|t| t.as_str()).or_else(|| o.get("eventTime").and_then(|t| t.as_str())).or_else(|| o.pointer("/metadata/creationTimestamp").and_then(|t| t.as_str()));
+            json!(ts.map(age_of).unwrap_or_else(|| "<unknown>".into()))
+        }
+        "@event.object" => json!(format!("{}/{}", s(o.pointer("/involvedObject/kind")).to_lowercase(), s(o.pointer("/involvedObject/name")))),
+        "@ready.replicas" => json!(format!("{}/{}", i("/status/readyReplicas"), o.pointer("/spec/replicas").and_then(|r| r.as_i64()).unwrap_or(1))),
+        "@containers.names" | "@containers.images" => {
+            let f = if key.ends_with("names") { "name" } else { "image" };
+            let v: Vec<String> = o
+                .pointer("/spec/template/spec/containers")
+                .and_then(|c| c.as_array())
+                .map(|a| a.iter().map(|c| s(c.get(f))).collect())
+                .unwrap_or_default();
+            json!(v.join(","))
+        }
+        "@job.status" => {
+            let conds = o.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+            let has = |t: &str| conds.iter().any(|c| c.get("type").and_then(|x| x.as_str()) == Some(t) && c.get("status").and_then(|x| x.as_str()) == Some("True"));
+            json!(if has("Complete") { "Complete" } else if has("Failed") { "Failed" } else if has("Suspended") { "Suspended" } else { "Running" })
+        }
+        "@job.completions" => json!(format!("{}/{}", i("/status/succeeded"), o.pointer("/spec/completions").and_then(|c| c.as_i64()).unwrap_or(1))),
+        "@binding.role" => json!(format!("{}/{}", s(o.pointer("/roleRef/kind")), s(o.pointer("/roleRef/name")))),
+        _ => Value::Null,
+    }
+}
+
+fn i64_of(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+fn cell(c: &PrinterColumn, o: &Value) -> Value {
+    if c.json_path.starts_with('@') {
+        return builtin_cell(&c.json_path, o);
+    }
+    let vals = jsonpath(o, &c.json_path);
+    if vals.is_empty() {
+        return Value::Null;
+    }
+    if c.type_ == "date" {
+        return json!(vals[0].as_str().map(age_of).unwrap_or_else(|| "<unknown>".into()));
+    }
+    if vals.len() == 1 {
+        return match (&vals[0], c.type_.as_str()) {
+            (Value::Object(_) | Value::Array(_), _) => json!(vals[0].to_string()),
+            (v, _) => v.clone(),
+        };
+    }
+    json!(vals.iter().map(|v| s(Some(v))).collect::<Vec<_>>().join(","))
+}
+
+fn row(rt: &ResourceType, o: &Value, include: &str) -> Value {
+    let mut cells = vec![o.pointer("/metadata/name").cloned().unwrap_or(Value::Null)];
+    for c in &rt.columns {
+        cells.push(cell(c, o));
+    }
+    let object = match include {
+        "None" => Value::Null,
+        "Object" => o.clone(),
+        _ => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o.get("metadata").cloned().unwrap_or(json!({}))}),
+    };
+    let mut r = json!({"cells": cells});
+    if !object.is_null() {
+        r["object"] = object;
+    }
+    r
+}
+
+/// Converts an object or a list into a `meta.k8s.io/v1` Table.
+pub fn to_table(rt: &ResourceType, v: &Value, is_list: bool, include: &str) -> Value {
+    let mut defs = vec![json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", "priority": 0})];
+    for c in &rt.columns {
+        defs.push(json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}));
+    }
+    let (rows, meta) = if is_list {
+        let rows: Vec<Value> = v.get("items").and_then(|i| i.as_array()).map(|a| a.iter().map(|o| row(rt, o, include)).collect()).unwrap_or_default();
+        (rows, v.get("metadata").cloned().unwrap_or(json!({})))
+    } else {
+        (vec![row(rt, v, include)], json!({"resourceVersion": v.pointer("/metadata/resourceVersion")}))
+    };
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": defs, "rows": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonpath_filters_conditions() {
+        let o = json!({"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"BackupReady","status":"False"}]}});
+        assert_eq!(jsonpath(&o, ".status.conditions[?(@.type==\"BackupReady\")].status"), vec![json!("False")]);
+        assert_eq!(jsonpath(&o, ".status.conditions[?(@.type == \"Ready\")].status"), vec![json!("True")]);
+        assert_eq!(jsonpath(&o, ".status.conditions[0].type"), vec![json!("Ready")]);
+        assert!(jsonpath(&o, ".spec.replicas").is_empty());
+    }
+
+    #[test]
+    fn human_durations_match_kubectl() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(125), "2m5s");
+        assert_eq!(human_duration(3600 * 5 + 60), "5h1m");
+        assert_eq!(human_duration(86400 * 3), "3d");
+    }
+}

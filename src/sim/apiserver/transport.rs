@@ -1,0 +1,150 @@
+//! The two transports: an in-process `tower::Service` for [`kube::Client::new`] and plain HTTP/1.1 on
+//! loopback (hyper) with bearer-token authentication. `restart` drops every HTTP connection.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+
+use super::rest::{Body, collect_body, error_response};
+use super::status::ApiError;
+use super::{ApiServer, UserInfo};
+
+/// In-process transport acting as one user.
+#[derive(Clone)]
+pub struct InProcess {
+    server: ApiServer,
+    user: UserInfo,
+}
+
+impl InProcess {
+    /// A transport for `user`.
+    pub fn new(server: ApiServer, user: UserInfo) -> Self {
+        InProcess { server, user }
+    }
+}
+
+impl tower::Service<Request<kube::client::Body>> for InProcess {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
+        let server = self.server.clone();
+        let user = self.user.clone();
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let bytes = match collect_body(body).await {
+                Ok(b) => b,
+                Err(e) => return Ok(error_response(&ApiError::bad_request(e))),
+            };
+            Ok(super::router::handle(server, Request::from_parts(parts, bytes), Some(user)).await)
+        })
+    }
+}
+
+/// A running HTTP endpoint; serving stops when it is dropped or shut down.
+#[derive(Debug)]
+pub struct HttpEndpoint {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The bound port.
+    pub port: u16,
+    /// The bound address.
+    pub addr: SocketAddr,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl HttpEndpoint {
+    /// Stops accepting and closes every connection.
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+impl Drop for HttpEndpoint {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Path prefix that carries a bearer token in the server URL: kubectl (client-go) does not send
+/// `Authorization` headers over plain HTTP, so generated kubeconfigs use `http://127.0.0.1:PORT/u/TOKEN`.
+pub const TOKEN_PATH_PREFIX: &str = "/u/";
+
+fn authenticate(server: &ApiServer, req: &mut Request<Incoming>) -> Option<UserInfo> {
+    let path = req.uri().path().to_string();
+    if let Some(rest) = path.strip_prefix(TOKEN_PATH_PREFIX) {
+        let (token, tail) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let user = server.user_by_token(token);
+        let pq = match req.uri().query() {
+            Some(q) => format!("{tail}?{q}"),
+            None => tail.to_string(),
+        };
+        if let Ok(uri) = pq.parse() {
+            *req.uri_mut() = uri;
+        }
+        return user;
+    }
+    let h = req.headers().get("authorization")?.to_str().ok()?;
+    let token = h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer "))?.trim();
+    server.user_by_token(token)
+}
+
+/// Binds `addr` and serves until the endpoint is dropped.
+pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<HttpEndpoint> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut stop = rx.clone();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = stop.changed() => break,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let _ = stream.set_nodelay(true);
+            let server = server.clone();
+            let mut stop = rx.clone();
+            let mut epoch = server.epoch();
+            epoch.borrow_and_update();
+            tokio::spawn(async move {
+                let svc_server = server.clone();
+                let svc = service_fn(move |mut req: Request<Incoming>| {
+                    let server = svc_server.clone();
+                    async move {
+                        let user = authenticate(&server, &mut req);
+                        let (parts, body) = req.into_parts();
+                        let bytes: Bytes = match collect_body(body).await {
+                            Ok(b) => b,
+                            Err(e) => return Ok::<_, Infallible>(error_response(&ApiError::bad_request(e))),
+                        };
+                        Ok(super::router::handle(server, Request::from_parts(parts, bytes), user).await)
+                    }
+                });
+                let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+                tokio::select! {
+                    _ = conn => {}
+                    _ = stop.changed() => {}
+                    _ = epoch.changed() => {}
+                }
+            });
+        }
+    });
+    Ok(HttpEndpoint { url: format!("http://{local}"), port: local.port(), addr: local, shutdown: tx })
+}

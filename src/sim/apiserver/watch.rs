@@ -1,0 +1,126 @@
+//! Watch streams: `watch=1` with resourceVersion, bookmarks, timeoutSeconds, sendInitialEvents and the
+//! `k8s.io/initial-events-end` bookmark; 410 Gone for versions older than the history.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
+use serde_json::{Value, json};
+
+use super::rest::{Body, Ctx, ResInfo, error_response, list_opts};
+use super::status::ApiError;
+use super::store::WatchItem;
+
+fn encode(kind: &str, obj: &Value) -> Bytes {
+    let mut v = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+/// Serves a watch request.
+pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, as_table: bool) -> Response<Body> {
+    let mut opts = match list_opts(q, &ctx.rt) {
+        Ok(o) => o,
+        Err(e) => return error_response(&e),
+    };
+    if let Some(name) = &info.name {
+        opts.fields.0.push(("metadata.name".into(), true, name.clone()));
+    }
+    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
+    let send_initial = q.get("sendInitialEvents").is_some_and(|b| b == "true");
+    if send_initial && (!bookmarks || q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan")) {
+        return error_response(&ApiError::invalid("ListOptions", "meta.k8s.io", "", &[(
+            "FieldValueForbidden".into(),
+            "sendInitialEvents".into(),
+            "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled and allowWatchBookmarks and resourceVersionMatch=NotOlderThan are set".into(),
+        )]));
+    }
+    let rv_param = q.get("resourceVersion").cloned().unwrap_or_default();
+    let from_rv = if send_initial || rv_param.is_empty() || rv_param == "0" {
+        None
+    } else {
+        match rv_param.parse::<u64>() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                return error_response(&ApiError::invalid("ListOptions", "meta.k8s.io", "", &[(
+                    "FieldValueInvalid".into(),
+                    "resourceVersion".into(),
+                    format!("Invalid value: \"{rv_param}\": invalid resource version"),
+                )]));
+            }
+        }
+    };
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(ctx.server.inner.opts.default_watch_timeout);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let registered = {
+        let mut st = ctx.server.inner.state.lock().unwrap();
+        st.watch(&(ctx.rt.group.clone(), ctx.rt.plural.clone()), ctx.ns.clone(), opts.labels, opts.fields, bookmarks, from_rv, send_initial, tx)
+    };
+    let (btx, brx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(256);
+    let body = StreamBody::new(futures::stream::unfold(brx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) })).boxed_unsync();
+    let resp = Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-cache, private")
+        .header("transfer-encoding", "chunked")
+        .body(body)
+        .unwrap();
+    let id = match registered {
+        Ok(id) => id,
+        Err(e) => {
+            let _ = btx.try_send(Ok(Frame::data(encode("ERROR", &e.to_status()))));
+            return resp;
+        }
+    };
+    let server = ctx.server.clone();
+    let rt = ctx.rt.clone();
+    let version = ctx.version.clone();
+    let api_version = rt.api_version(&version);
+    let mut epoch = server.epoch();
+    epoch.borrow_and_update();
+    let interval = server.inner.opts.bookmark_interval;
+    tokio::spawn(async move {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        loop {
+            let frame = tokio::select! {
+                biased;
+                item = rx.recv() => match item {
+                    None | Some(WatchItem::Close) => break,
+                    Some(WatchItem::Event(t, o)) => {
+                        let mut o = (*o).clone();
+                        o["apiVersion"] = api_version.clone().into();
+                        let o = if as_table { super::table::to_table(&rt, &o, false, "") } else { o };
+                        encode(t.as_str(), &o)
+                    }
+                    Some(WatchItem::Bookmark(rv)) => {
+                        if !bookmarks { continue; }
+                        encode("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": api_version, "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null}}))
+                    }
+                    Some(WatchItem::InitialEnd(rv)) => encode("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": api_version,
+                        "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null, "annotations": {"k8s.io/initial-events-end": "true"}}})),
+                },
+                _ = tick.tick(), if bookmarks => {
+                    server.inner.state.lock().unwrap().bookmark(id);
+                    continue;
+                }
+                _ = &mut deadline => break,
+                _ = epoch.changed() => break,
+                _ = btx.closed() => break,
+            };
+            if btx.send(Ok(Frame::data(frame))).await.is_err() {
+                break;
+            }
+        }
+        server.inner.state.lock().unwrap().unwatch(id);
+    });
+    resp
+}

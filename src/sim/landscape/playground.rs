@@ -1,0 +1,427 @@
+//! The playground: the embedded API server served on loopback plus the landscape, with namespaces,
+//! Etcds and control-plane Deployments, a kubeconfig, and fault injection (`break`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+
+use super::druid::{DRUID_USER, component_protection_verdict};
+use super::dwd::CONTROL_PLANE_LABEL;
+use super::status::condition;
+use super::{ActorClients, BackendRegistrar, Landscape, LandscapeError, LandscapeOptions, MemberRuntime};
+use crate::api::Etcd;
+use crate::api::names::LABEL_PART_OF;
+use crate::sim::apiserver::{AdmissionHook, AdmissionOperation, AdmissionRequest, ApiServer, HttpEndpoint};
+use crate::sim::etcd::EtcdClient;
+
+/// User of the StatefulSet controller and kubelet.
+pub const STATEFULSET_USER: &str = "system:serviceaccount:kube-system:statefulset-controller";
+/// User of the backup-restore sidecars.
+pub const BACKUP_RESTORE_USER: &str = "system:serviceaccount:garden:etcd-backup-restore";
+/// User of dependency-watchdog.
+pub const DWD_USER: &str = "system:serviceaccount:garden:dependency-watchdog-prober";
+
+/// How to start a playground.
+#[derive(Debug, Clone)]
+pub struct PlaygroundOptions {
+    /// Directory holding everything: kubeconfig, volumes, backups, logs, pid file.
+    pub state_dir: PathBuf,
+    /// Number of namespaces, each with one Etcd.
+    pub etcds: usize,
+    /// Members per Etcd.
+    pub members: i32,
+    /// Name of each Etcd.
+    pub etcd_name: String,
+    /// Namespace name prefix; namespaces are `<prefix><i>`.
+    pub namespace_prefix: String,
+    /// Where the API server listens (`127.0.0.1:0` picks a port).
+    pub listen: SocketAddr,
+    /// `spec.backup.deltaSnapshotPeriod` of the Etcds.
+    pub delta_snapshot_period: String,
+    /// Landscape tunables (its `state_dir` is replaced by `state_dir`).
+    pub landscape: Option<LandscapeOptions>,
+}
+
+impl PlaygroundOptions {
+    /// One 3-member Etcd `etcd-main` in `shoot--playground--0`, rooted at `state_dir`.
+    pub fn new(state_dir: impl Into<PathBuf>) -> PlaygroundOptions {
+        PlaygroundOptions {
+            state_dir: state_dir.into(),
+            etcds: 1,
+            members: 3,
+            etcd_name: "etcd-main".into(),
+            namespace_prefix: "shoot--playground--".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            delta_snapshot_period: "2s".into(),
+            landscape: None,
+        }
+    }
+}
+
+/// A failure `break` injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakKind {
+    /// A member's process is killed and stays down for a while, then comes back (transient).
+    MemberDown,
+    /// A member's process and data are gone (it rejoins as a new member).
+    MemberLost,
+    /// A majority of members lose their data: permanent quorum loss.
+    QuorumLost,
+    /// A member's database is corrupt (the sidecar restores it: remove, clean, add as learner, promote).
+    CorruptMember,
+    /// Snapshots fail (object store unreachable).
+    BackupFailing,
+    /// The API server restarts (connections and watches dropped, history kept).
+    ApiserverRestart,
+}
+
+impl BreakKind {
+    /// Every kind, in CLI spelling.
+    pub const ALL: [(&'static str, BreakKind); 6] = [
+        ("member-down", BreakKind::MemberDown),
+        ("member-lost", BreakKind::MemberLost),
+        ("quorum-lost", BreakKind::QuorumLost),
+        ("corrupt-member", BreakKind::CorruptMember),
+        ("backup-failing", BreakKind::BackupFailing),
+        ("apiserver-restart", BreakKind::ApiserverRestart),
+    ];
+
+    /// The CLI spelling.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL.iter().find(|(_, k)| *k == self).map(|(s, _)| *s).unwrap_or_default()
+    }
+}
+
+impl FromStr for BreakKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, k)| *k).ok_or_else(|| {
+            format!("unknown failure {s:?}; one of: {}", Self::ALL.map(|(n, _)| n).join(", "))
+        })
+    }
+}
+
+/// Which Etcd and members a break hits.
+#[derive(Debug, Clone, Default)]
+pub struct BreakTarget {
+    /// Namespace (default: the first).
+    pub namespace: Option<String>,
+    /// Member ordinals (default: the highest one, or a majority for `quorum-lost`).
+    pub members: Vec<u32>,
+    /// How long `member-down` keeps members down (default 10 s).
+    pub down_for: Option<Duration>,
+}
+
+/// A running playground. [`Playground::down`] (or drop) stops every process it started.
+pub struct Playground {
+    server: ApiServer,
+    endpoint: HttpEndpoint,
+    landscape: Option<Landscape>,
+    opts: PlaygroundOptions,
+    namespaces: Vec<String>,
+    kubeconfig: PathBuf,
+}
+
+struct ComponentProtection {
+    exempt: Vec<String>,
+}
+
+impl AdmissionHook for ComponentProtection {
+    fn admit(&self, server: &ApiServer, req: &AdmissionRequest) -> Result<(), String> {
+        if matches!(req.operation, AdmissionOperation::Create) {
+            return Ok(());
+        }
+        let obj = req.old_object.as_ref().or(req.object.as_ref());
+        let Some(etcd) = obj.and_then(|o| o.pointer(&format!("/metadata/labels/{}", LABEL_PART_OF.replace('/', "~1")))).and_then(Value::as_str)
+        else {
+            return Ok(());
+        };
+        let is_managed = obj.and_then(|o| o.pointer("/metadata/labels/app.kubernetes.io~1managed-by")).and_then(Value::as_str) == Some("etcd-druid");
+        if !is_managed {
+            return Ok(());
+        }
+        let Some(etcd_obj) = server.get_object("druid.gardener.cloud/v1alpha1", "etcds", req.namespace.as_deref(), etcd) else {
+            return Ok(());
+        };
+        let exempt: Vec<&str> = self.exempt.iter().map(String::as_str).collect();
+        component_protection_verdict(
+            &req.resource,
+            req.subresource.as_deref(),
+            matches!(req.operation, AdmissionOperation::Update),
+            &req.user,
+            &exempt,
+            &etcd_obj["metadata"]["annotations"],
+        )
+    }
+}
+
+impl Playground {
+    /// Starts the API server, the landscape, namespaces, Etcds and control-plane Deployments, and writes
+    /// `<state_dir>/kubeconfig`. Returns once everything is created (not once ready: see
+    /// [`Playground::wait_ready`]).
+    pub async fn up(opts: PlaygroundOptions) -> Result<Playground, LandscapeError> {
+        let state = opts.state_dir.clone();
+        std::fs::create_dir_all(&state).map_err(|e| LandscapeError::Io { action: "create", path: state.clone(), source: e })?;
+        let server = ApiServer::new();
+        server.register_upstream_crds().map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
+        for u in [DRUID_USER, STATEFULSET_USER, BACKUP_RESTORE_USER, DWD_USER] {
+            server.add_user(u, &["system:masters"]);
+        }
+        server.add_admission_hook(Arc::new(ComponentProtection { exempt: vec![DRUID_USER.to_string()] }));
+        let endpoint = server
+            .serve_http(opts.listen)
+            .await
+            .map_err(|e| LandscapeError::Io { action: "listen on", path: opts.listen.to_string().into(), source: e })?;
+        let namespaces: Vec<String> = (0..opts.etcds.max(1)).map(|i| format!("{}{i}", opts.namespace_prefix)).collect();
+        let kubeconfig = state.join("kubeconfig");
+        let yaml = server.kubeconfig_yaml(&endpoint.url, "admin", namespaces.first().map(String::as_str));
+        std::fs::write(&kubeconfig, yaml).map_err(|e| LandscapeError::Io { action: "write", path: kubeconfig.clone(), source: e })?;
+        let _ = std::fs::write(state.join("playground.pid"), std::process::id().to_string());
+
+        let admin = server.client();
+        for ns in &namespaces {
+            create(&Api::<Namespace>::all(admin.clone()), json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await?;
+            let etcd = json!({
+                "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+                "metadata": {"name": opts.etcd_name, "namespace": ns, "labels": {"role": "main", "gardener.cloud/role": "controlplane"}},
+                "spec": {
+                    "replicas": opts.members,
+                    "labels": {"role": "main", "gardener.cloud/role": "controlplane"},
+                    "etcd": {"clientPort": 2379, "serverPort": 2380},
+                    "backup": {"port": 8080, "fullSnapshotSchedule": "0 */24 * * *", "deltaSnapshotPeriod": opts.delta_snapshot_period,
+                               "store": {"provider": "Local", "container": "playground", "prefix": format!("{ns}/{}", opts.etcd_name)}},
+                },
+            });
+            create(&Api::<Etcd>::namespaced(admin.clone(), ns), etcd).await?;
+            for (name, replicas) in [("kube-apiserver", 1), ("kube-controller-manager", 1), ("machine-controller-manager", 1)] {
+                let d = json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": ns, "labels": {CONTROL_PLANE_LABEL: "true", "app": "kubernetes", "role": name}},
+                    "spec": {"replicas": replicas, "selector": {"matchLabels": {"role": name}},
+                        "template": {"metadata": {"labels": {"role": name}}, "spec": {"containers": [{"name": name, "image": format!("registry.k8s.io/{name}:v1.33.0")}]}}},
+                });
+                create(&Api::<Deployment>::namespaced(admin.clone(), ns), d).await?;
+            }
+        }
+
+        let mut lopts = opts.landscape.clone().unwrap_or_else(|| LandscapeOptions::new(&state));
+        lopts.state_dir = state.clone();
+        let clients = ActorClients {
+            druid: server.client_for(DRUID_USER),
+            statefulset: server.client_for(STATEFULSET_USER),
+            backup_restore: server.client_for(BACKUP_RESTORE_USER),
+            dwd: server.client_for(DWD_USER),
+        };
+        let reg_server = server.clone();
+        let registrar: BackendRegistrar = Arc::new(move |ns: &str, svc: &str, port: u16, addr: SocketAddr| {
+            reg_server.register_service_backend(ns, svc, port, addr)
+        });
+        let landscape = Landscape::start(clients, lopts, Some(registrar))?;
+        Ok(Playground { server, endpoint, landscape: Some(landscape), opts, namespaces, kubeconfig })
+    }
+
+    /// The embedded API server.
+    pub fn server(&self) -> &ApiServer {
+        &self.server
+    }
+
+    /// The API server's URL.
+    pub fn url(&self) -> &str {
+        &self.endpoint.url
+    }
+
+    /// Path of the kubeconfig.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The line an operator pastes into a shell.
+    pub fn export_line(&self) -> String {
+        format!("export KUBECONFIG={}", self.kubeconfig.display())
+    }
+
+    /// Namespaces, one per Etcd.
+    pub fn namespaces(&self) -> &[String] {
+        &self.namespaces
+    }
+
+    /// Name of the Etcds.
+    pub fn etcd_name(&self) -> &str {
+        &self.opts.etcd_name
+    }
+
+    /// The landscape.
+    pub fn landscape(&self) -> &Landscape {
+        self.landscape.as_ref().expect("landscape runs until down")
+    }
+
+    /// The runtime of member `ordinal` of the Etcd in `ns`.
+    pub fn member(&self, ns: &str, ordinal: u32) -> Option<Arc<MemberRuntime>> {
+        self.landscape().member(ns, &format!("{}-{ordinal}", self.opts.etcd_name))
+    }
+
+    /// An etcd client for member `ordinal` of the Etcd in `ns` (its real loopback endpoint).
+    pub fn etcd_client(&self, ns: &str, ordinal: u32) -> Option<EtcdClient> {
+        self.member(ns, ordinal).map(|m| m.etcd_client())
+    }
+
+    /// The Etcd's status `Ready` condition `(status, reason)`.
+    pub async fn etcd_ready(&self, ns: &str) -> Option<(String, String)> {
+        let e = Api::<Etcd>::namespaced(self.server.client(), ns).get_opt(&self.opts.etcd_name).await.ok()??;
+        let status = serde_json::to_value(e.status?).ok()?;
+        condition(&status, "Ready")
+    }
+
+    /// Waits until every Etcd is Ready with all members ready.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), LandscapeError> {
+        let deadline = Instant::now() + timeout;
+        for ns in &self.namespaces {
+            loop {
+                if self.all_members_ready(ns).await {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(LandscapeError::Timeout { what: format!("etcd {ns}/{} to be ready", self.opts.etcd_name), timeout });
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn all_members_ready(&self, ns: &str) -> bool {
+        let Ok(Some(e)) = Api::<Etcd>::namespaced(self.server.client(), ns).get_opt(&self.opts.etcd_name).await else { return false };
+        let Some(status) = e.status.and_then(|s| serde_json::to_value(s).ok()) else { return false };
+        condition(&status, "Ready").is_some_and(|(s, _)| s == "True")
+            && condition(&status, "AllMembersReady").is_some_and(|(s, _)| s == "True")
+            && status["readyReplicas"].as_i64() == Some(e.spec.replicas as i64)
+    }
+
+    /// Waits until the Etcd in `ns` has `Ready` with `reason` (`Quorate` / `QuorumLost`).
+    pub async fn wait_ready_reason(&self, ns: &str, reason: &str, timeout: Duration) -> Result<(), LandscapeError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.etcd_ready(ns).await.is_some_and(|(_, r)| r == reason) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(LandscapeError::Timeout { what: format!("etcd {ns}/{} Ready reason {reason}", self.opts.etcd_name), timeout });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Injects a failure; returns a sentence saying what was done.
+    pub async fn break_(&self, kind: BreakKind, target: &BreakTarget) -> Result<String, LandscapeError> {
+        let ns = target.namespace.clone().unwrap_or_else(|| self.namespaces[0].clone());
+        let n = self.opts.members.max(1) as u32;
+        let members = |default: Vec<u32>| if target.members.is_empty() { default } else { target.members.clone() };
+        let runtime = |i: u32| {
+            self.member(&ns, i).ok_or_else(|| LandscapeError::NotFound(format!("member {}-{i} does not run in {ns}", self.opts.etcd_name)))
+        };
+        let name = &self.opts.etcd_name;
+        match kind {
+            BreakKind::MemberDown => {
+                let down_for = target.down_for.unwrap_or(Duration::from_secs(10));
+                let ms = members(vec![n - 1]);
+                for &i in &ms {
+                    runtime(i)?.hold_down(down_for);
+                }
+                Ok(format!("members {ms:?} of {ns}/{name} are down for {down_for:?}, then come back"))
+            }
+            BreakKind::MemberLost | BreakKind::QuorumLost => {
+                let ms = if kind == BreakKind::QuorumLost { members((n - (n / 2 + 1)..n).collect()) } else { members(vec![n - 1]) };
+                let rts = ms.iter().map(|&i| runtime(i)).collect::<Result<Vec<_>, _>>()?;
+                // Kill all first, so none of them can rejoin through the others while their data goes.
+                for rt in &rts {
+                    rt.process().kill();
+                }
+                for rt in &rts {
+                    rt.destroy_data()?;
+                }
+                Ok(format!("members {ms:?} of {ns}/{name} lost their process and data"))
+            }
+            BreakKind::CorruptMember => {
+                let ms = members(vec![n - 1]);
+                for &i in &ms {
+                    runtime(i)?.corrupt_data()?;
+                }
+                Ok(format!("members {ms:?} of {ns}/{name} have a corrupt database"))
+            }
+            BreakKind::BackupFailing => {
+                self.landscape().set_backup_failing(&ns, name, true);
+                Ok(format!("snapshots of {ns}/{name} fail from now on"))
+            }
+            BreakKind::ApiserverRestart => {
+                self.server.restart(true).await;
+                Ok("the API server restarted (connections and watches dropped, history kept)".into())
+            }
+        }
+    }
+
+    /// Stops the landscape (every member process) and the API server. The state dir is kept.
+    pub async fn down(mut self) {
+        if let Some(l) = self.landscape.take() {
+            l.stop().await;
+        }
+        self.endpoint.shutdown();
+        let _ = std::fs::remove_file(self.opts.state_dir.join("playground.pid"));
+    }
+
+    /// Stops a playground running in another process (`up --detach`) from its state dir: SIGTERM to the
+    /// process in `playground.pid`, then SIGKILL after `grace`. Its etcd processes die with it.
+    pub async fn down_detached(state_dir: &Path, grace: Duration) -> Result<bool, LandscapeError> {
+        let pid_file = state_dir.join("playground.pid");
+        let Ok(text) = std::fs::read_to_string(&pid_file) else { return Ok(false) };
+        let Ok(pid) = text.trim().parse::<i32>() else { return Ok(false) };
+        let alive = |pid: i32| unsafe { libc::kill(pid, 0) } == 0;
+        if alive(pid) {
+            // SAFETY: signalling a process id read from our own pid file.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + grace;
+            while alive(pid) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            if alive(pid) {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        let _ = std::fs::remove_file(&pid_file);
+        Ok(true)
+    }
+}
+
+async fn create<K>(api: &Api<K>, obj: Value) -> Result<(), LandscapeError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let typed: K = serde_json::from_value(obj).map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
+    match api.create(&PostParams::default(), &typed).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(LandscapeError::kube(format!("create {name}"), e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn break_kinds_parse_from_their_cli_names() {
+        for (name, kind) in BreakKind::ALL {
+            assert_eq!(name.parse::<BreakKind>().unwrap(), kind);
+            assert_eq!(kind.as_str(), name);
+        }
+        assert!("meteor".parse::<BreakKind>().unwrap_err().contains("quorum-lost"));
+    }
+}

@@ -1,0 +1,286 @@
+//! Snapshot tests of how `status` renders the health model, for the situations an operator meets: healthy,
+//! one member down, quorum lost, stale backups, a task running. "Now" is fixed so ages are deterministic.
+
+use druidctl::api::etcd::{BackupSpec, EtcdCondition, EtcdMemberStatus, EtcdSpec, EtcdStatus, StoreSpec};
+use druidctl::api::task::{EtcdOperatorTaskStatus, LastOperation, NamespacedName, OperationState};
+use druidctl::api::{Etcd, EtcdOperatorTask, EtcdOperatorTaskSpec, TaskState};
+use druidctl::health::{HealthInputs, Verdict, assess};
+use druidctl::output::status::{document, render_report};
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateWaiting, ContainerStatus, PersistentVolumeClaim,
+    PersistentVolumeClaimStatus, Pod, PodCondition, PodSpec, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+
+const NS: &str = "shoot--dev--app";
+const ETCD: &str = "etcd-main";
+
+fn now() -> Timestamp {
+    "2026-01-01T12:00:00Z".parse().unwrap()
+}
+
+fn ago(seconds: i64) -> Timestamp {
+    now() - jiff::SignedDuration::from_secs(seconds)
+}
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(NS.into()),
+        creation_timestamp: Some(Time(ago(86400 * 3))),
+        ..Default::default()
+    }
+}
+
+/// A 3-member cluster with fresh backups where every member is ready.
+fn healthy() -> HealthInputs {
+    let ids = ["8e9e05c52164694d", "91bc3c398fb3c146", "fd422379fda50e48"];
+    let mut etcd = Etcd::new(
+        ETCD,
+        EtcdSpec {
+            replicas: 3,
+            volume_claim_template: Some("main-etcd".into()),
+            backup: BackupSpec {
+                store: Some(StoreSpec { prefix: "etcd-main".into(), provider: Some("local".into()), ..Default::default() }),
+                delta_snapshot_period: Some("20s".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    etcd.metadata = ObjectMeta { generation: Some(4), ..meta(ETCD) };
+    let cond = |t: &str, status: &str, reason: &str| EtcdCondition {
+        type_: t.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: format!("{t} is {status}"),
+        last_transition_time: Some(Time(ago(7200))),
+        last_update_time: Some(Time(ago(10))),
+    };
+    etcd.status = Some(EtcdStatus {
+        observed_generation: Some(4),
+        conditions: vec![
+            cond("Ready", "True", "Quorate"),
+            cond("AllMembersReady", "True", "AllMembersReady"),
+            cond("BackupReady", "True", "FullBackupSucceeded"),
+            cond("DataVolumesReady", "True", "NoPVCEventsFound"),
+        ],
+        members: (0..3)
+            .map(|i| EtcdMemberStatus {
+                name: format!("{ETCD}-{i}"),
+                id: Some(ids[i].into()),
+                role: Some(if i == 0 { "Leader" } else { "Member" }.into()),
+                status: "Ready".into(),
+                reason: "LeaseSucceeded".into(),
+                last_transition_time: Some(Time(ago(7200))),
+            })
+            .collect(),
+        cluster_size: Some(3),
+        replicas: Some(3),
+        ready_replicas: Some(3),
+        ready: Some(true),
+        ..Default::default()
+    });
+    let pods = (0..3)
+        .map(|i| Pod {
+            metadata: meta(&format!("{ETCD}-{i}")),
+            spec: Some(PodSpec { node_name: Some(format!("node-{}", ["a", "b", "c"][i])), ..Default::default() }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                conditions: Some(vec![PodCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() }]),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "etcd".into(),
+                    ready: true,
+                    restart_count: 0,
+                    state: Some(ContainerState { running: Some(ContainerStateRunning::default()), ..Default::default() }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        })
+        .collect();
+    let pvcs = (0..3)
+        .map(|i| PersistentVolumeClaim {
+            metadata: meta(&format!("main-etcd-{ETCD}-{i}")),
+            status: Some(PersistentVolumeClaimStatus { phase: Some("Bound".into()), ..Default::default() }),
+            ..Default::default()
+        })
+        .collect();
+    let lease = |name: &str, holder: &str, renewed: i64| Lease {
+        metadata: meta(name),
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(40),
+            renew_time: Some(MicroTime(ago(renewed))),
+            ..Default::default()
+        }),
+    };
+    let mut leases: Vec<Lease> = (0..3)
+        .map(|i| lease(&format!("{ETCD}-{i}"), &format!("{}:{}", ids[i], if i == 0 { "Leader" } else { "Member" }), 3 + i as i64))
+        .collect();
+    leases.push(lease(&format!("{ETCD}-full-snap"), "48213", 3 * 3600));
+    leases.push(lease(&format!("{ETCD}-delta-snap"), "48977", 40));
+    HealthInputs { etcd, pods, pvcs, leases, tasks: Some(Vec::new()) }
+}
+
+fn member_down(inputs: &mut HealthInputs, i: usize, reason: &str) {
+    let status = inputs.etcd.status.as_mut().unwrap();
+    status.members[i].status = "NotReady".into();
+    status.members[i].reason = reason.into();
+    status.members[i].role = None;
+    let pod = &mut inputs.pods[i];
+    let ps = pod.status.as_mut().unwrap();
+    ps.conditions = Some(vec![PodCondition { type_: "Ready".into(), status: "False".into(), ..Default::default() }]);
+    ps.container_statuses = Some(vec![ContainerStatus {
+        name: "etcd".into(),
+        ready: false,
+        restart_count: 7,
+        state: Some(ContainerState {
+            waiting: Some(ContainerStateWaiting { reason: Some("CrashLoopBackOff".into()), ..Default::default() }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }]);
+    let lease = inputs.leases.iter_mut().find(|l| l.metadata.name.as_deref() == Some(&format!("{ETCD}-{i}"))).unwrap();
+    lease.spec.as_mut().unwrap().renew_time = Some(MicroTime(ago(900)));
+}
+
+fn set_condition(inputs: &mut HealthInputs, t: &str, status: &str, reason: &str) {
+    let c = inputs.etcd.status.as_mut().unwrap().conditions.iter_mut().find(|c| c.type_ == t).unwrap();
+    c.status = status.into();
+    c.reason = reason.into();
+    c.message = format!("{t} is {status}");
+    c.last_transition_time = Some(Time(ago(300)));
+}
+
+fn render(inputs: &HealthInputs) -> (Verdict, String) {
+    let report = assess(inputs, now());
+    (report.verdict, render_report(&report, false, false))
+}
+
+#[test]
+fn status_healthy_three_members() {
+    let (verdict, text) = render(&healthy());
+    assert_eq!(verdict, Verdict::Healthy);
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn status_one_member_down_keeps_quorum() {
+    let mut inputs = healthy();
+    member_down(&mut inputs, 2, "LeaseExpired");
+    set_condition(&mut inputs, "AllMembersReady", "False", "NotAllMembersReady");
+    let (verdict, text) = render(&inputs);
+    assert_eq!(verdict, Verdict::Degraded);
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn status_quorum_lost() {
+    let mut inputs = healthy();
+    member_down(&mut inputs, 0, "LeaseExpired");
+    member_down(&mut inputs, 2, "UnknownGracePeriodExceeded");
+    inputs.pods.remove(2);
+    inputs.etcd.status.as_mut().unwrap().members[1].role = Some("Member".into());
+    set_condition(&mut inputs, "Ready", "False", "QuorumLost");
+    set_condition(&mut inputs, "AllMembersReady", "False", "NotAllMembersReady");
+    let (verdict, text) = render(&inputs);
+    assert_eq!(verdict, Verdict::QuorumLost);
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn status_backups_stale() {
+    let mut inputs = healthy();
+    for l in &mut inputs.leases {
+        match l.metadata.name.as_deref() {
+            Some(n) if n.ends_with("-full-snap") => l.spec.as_mut().unwrap().renew_time = Some(MicroTime(ago(30 * 3600))),
+            Some(n) if n.ends_with("-delta-snap") => l.spec.as_mut().unwrap().renew_time = Some(MicroTime(ago(2 * 3600))),
+            _ => {}
+        }
+    }
+    set_condition(&mut inputs, "BackupReady", "False", "FullBackupFailed");
+    let (verdict, text) = render(&inputs);
+    assert_eq!(verdict, Verdict::Degraded);
+    insta::assert_snapshot!(text);
+}
+
+fn task(name: &str, type_: &str, state: TaskState, created_ago: i64, op: Option<(&str, OperationState)>) -> EtcdOperatorTask {
+    let mut t = EtcdOperatorTask::new(
+        name,
+        EtcdOperatorTaskSpec {
+            type_: type_.into(),
+            config: None,
+            ttl_seconds_after_finished: None,
+            owner_etcd_refrence: NamespacedName { name: ETCD.into(), namespace: NS.into() },
+        },
+    );
+    t.metadata = ObjectMeta { creation_timestamp: Some(Time(ago(created_ago))), ..meta(name) };
+    t.status = Some(EtcdOperatorTaskStatus {
+        state: Some(state),
+        initiated_at: Some(Time(ago(created_ago - 1))),
+        last_operation: op.map(|(n, s)| LastOperation {
+            name: n.into(),
+            state: s,
+            last_transition_time: Time(ago(5)),
+            reason: String::new(),
+        }),
+        ..Default::default()
+    });
+    t
+}
+
+#[test]
+fn status_with_a_task_running() {
+    let mut inputs = healthy();
+    let mut other = task("snap-other", "OnDemandSnapshotTask", TaskState::Succeeded, 60, None);
+    other.spec.owner_etcd_refrence.name = "etcd-events".into();
+    inputs.tasks = Some(vec![
+        task("full-snap-1", "OnDemandSnapshotTask", TaskState::Succeeded, 7200, Some(("TriggerFullSnapshot", OperationState::Completed))),
+        task("maint-1", "OnDemandMaintenanceTask", TaskState::InProgress, 90, Some(("DefragmentMember", OperationState::InProgress))),
+        other,
+    ]);
+    inputs.etcd.metadata.annotations =
+        Some([("druid.gardener.cloud/suspend-etcd-spec-reconcile".to_string(), "true".to_string())].into());
+    let (verdict, text) = render(&inputs);
+    assert_eq!(verdict, Verdict::Healthy, "a running task and a suspended reconcile are shown, not judged");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn status_json_is_the_whole_model() {
+    let mut inputs = healthy();
+    member_down(&mut inputs, 1, "LeaseExpired");
+    let report = assess(&inputs, now());
+    let doc = document(&[report]);
+    assert_eq!(doc["kind"], "EtcdHealthList");
+    let item = &doc["items"][0];
+    assert_eq!(item["quorum"], serde_json::json!({"members": 3, "ready": 2, "needed": 2, "tolerableFailures": 0, "quorate": true}));
+    assert_eq!(item["members"][1]["reason"], "CrashLooping", "the pod says more than the expired lease");
+    assert_eq!(item["members"][1]["status"], "NotReady");
+    assert_eq!(item["members"][1]["pod"]["restarts"], 7);
+    assert_eq!(item["backups"]["full"]["revision"], "48213");
+    assert_eq!(item["verdict"], "Degraded");
+    insta::assert_json_snapshot!(item);
+}
+
+#[test]
+fn crash_looping_pod_without_druid_status_is_named_as_such() {
+    let mut inputs = healthy();
+    member_down(&mut inputs, 1, "");
+    inputs.etcd.status.as_mut().unwrap().members.clear();
+    let report = assess(&inputs, now());
+    assert_eq!(report.members[1].reason, "CrashLooping");
+    assert_eq!(report.members[1].role.as_deref(), Some("Member"), "role falls back to the lease holder");
+}
+
+#[test]
+fn hibernated_etcd_is_ok_for_ci() {
+    let mut inputs = healthy();
+    inputs.etcd.spec.replicas = 0;
+    let report = assess(&inputs, now());
+    assert_eq!(report.verdict, Verdict::Hibernated);
+    assert!(report.verdict.is_ok());
+}

@@ -1,0 +1,180 @@
+//! Real etcd member processes: quorum loss and recovery, permanent data loss, snapshot restore,
+//! learners, and no leaked processes. Needs the `etcd` binary (skips without it unless
+//! `DRUIDCTL_REQUIRE_ETCD=1`, which makes these tests fail instead).
+
+use std::time::Duration;
+
+use druidctl::sim::etcd::process::{etcd_children_of_this_process, live_member_pids};
+use druidctl::sim::etcd::snapshot::restore_snapshot;
+use druidctl::sim::etcd::{LocalCluster, LocalClusterOptions, MemberConfig, MemberProcess, require_etcd};
+
+async fn three_members(dir: &std::path::Path, binary: &druidctl::sim::etcd::EtcdBinary) -> LocalCluster {
+    LocalCluster::start(binary, dir, 3, LocalClusterOptions::default()).await.expect("3-member cluster starts")
+}
+
+#[tokio::test]
+async fn killing_two_of_three_members_loses_quorum_and_their_return_restores_it_with_the_keys() {
+    let Some(binary) = require_etcd("quorum loss") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = three_members(dir.path(), &binary).await;
+    let c0 = cluster.client(0);
+    for i in 0..20 {
+        c0.put(format!("/registry/k{i}"), format!("v{i}")).await.unwrap();
+    }
+
+    cluster.member(1).kill();
+    cluster.member(2).kill();
+    let short = cluster.client(0).with_timeout(Duration::from_millis(1500));
+    let err = short.put("/registry/during-loss", "x").await.expect_err("no quorum, no write");
+    assert!(err.is_unavailable(), "write without quorum must time out, got {err}");
+    assert!(!cluster.is_quorate().await);
+
+    cluster.member(1).start().unwrap();
+    cluster.member(2).start().unwrap();
+    cluster.wait_quorate(Duration::from_secs(20)).await.expect("quorum comes back");
+    let kvs = cluster.client(2).get_prefix("/registry/").await.unwrap();
+    assert_eq!(kvs.len(), 20, "every key written before the loss is there");
+    assert_eq!(cluster.client(1).get("/registry/k7").await.unwrap().unwrap().value_str(), "v7");
+    assert!(cluster.member(1).starts() == 2 && cluster.member(2).starts() == 2);
+}
+
+#[tokio::test]
+async fn destroying_two_members_data_leaves_the_cluster_without_quorum() {
+    let Some(binary) = require_etcd("permanent loss") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = three_members(dir.path(), &binary).await;
+    cluster.client(0).put("k", "v").await.unwrap();
+
+    cluster.destroy_member_data(1).unwrap();
+    cluster.destroy_member_data(2).unwrap();
+    assert!(!cluster.member(1).config().data_dir.exists());
+    // Restarting the survivor does not bring quorum back: the majority is gone for good.
+    // (A restarted member serves clients only after publishing itself through raft, which needs quorum.)
+    cluster.member(0).restart().unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(cluster.member(0).is_running());
+    assert!(!cluster.is_quorate().await);
+    let err = cluster.client(0).with_timeout(Duration::from_millis(1500)).get("k").await.expect_err("no quorum read");
+    assert!(err.is_unavailable(), "{err}");
+    assert!(cluster.member(0).wait_serving(Duration::from_secs(2)).await.is_err(), "never serves without a majority");
+}
+
+#[tokio::test]
+async fn a_snapshot_restores_into_a_fresh_single_member_with_the_keys() {
+    let Some(binary) = require_etcd("snapshot restore") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = three_members(dir.path(), &binary).await;
+    let c = cluster.client(1);
+    for i in 0..50 {
+        c.put(format!("key-{i:02}"), format!("value-{i}")).await.unwrap();
+    }
+    let snap = dir.path().join("store/full-snapshot.db");
+    let rev = cluster.client(0).snapshot_to_file(&snap).await.unwrap();
+    assert!(rev >= 51, "snapshot revision {rev}");
+    c.put("after-snapshot", "lost").await.unwrap();
+    cluster.kill_all();
+
+    let cfg = MemberConfig::new("restored-0", dir.path().join("restored/data"), dir.path().join("restored.log"));
+    restore_snapshot(&binary, &snap, &cfg).await.unwrap();
+    let restored = MemberProcess::spawn(&binary, cfg).unwrap();
+    restored.wait_serving(Duration::from_secs(20)).await.unwrap();
+    let rc = restored.client();
+    let kvs = rc.get_prefix("key-").await.unwrap();
+    assert_eq!(kvs.len(), 50);
+    assert_eq!(rc.get("key-42").await.unwrap().unwrap().value_str(), "value-42");
+    assert!(rc.get("after-snapshot").await.unwrap().is_none(), "writes after the snapshot are not restored");
+    let members = rc.member_list().await.unwrap();
+    assert_eq!(members.len(), 1, "restored as a single-member cluster");
+    rc.put("new", "write").await.expect("restored member takes writes");
+}
+
+#[tokio::test]
+async fn a_learner_joins_catches_up_and_is_promoted() {
+    let Some(binary) = require_etcd("learner") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = LocalCluster::start(&binary, dir.path(), 1, LocalClusterOptions::default()).await.unwrap();
+    cluster.client(0).put("before-learner", "1").await.unwrap();
+    let (idx, id) = cluster.add_learner().await.unwrap();
+    let members = cluster.client(0).member_list().await.unwrap();
+    assert!(members.iter().any(|m| m.id == id && m.is_learner), "{members:?}");
+    cluster.promote_when_synced(id, Duration::from_secs(20)).await.unwrap();
+    let members = cluster.client(0).member_list().await.unwrap();
+    assert_eq!(members.len(), 2);
+    assert!(members.iter().all(|m| !m.is_learner), "{members:?}");
+    let status = cluster.client(idx).status().await.unwrap();
+    assert_eq!(status.member_id, id);
+    assert!(!status.is_learner);
+    assert_eq!(cluster.client(idx).get("before-learner").await.unwrap().unwrap().value_str(), "1");
+}
+
+#[tokio::test]
+async fn member_restore_removes_cleans_adds_as_learner_and_promotes_while_keeping_quorum() {
+    let Some(binary) = require_etcd("member restore") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = three_members(dir.path(), &binary).await;
+    cluster.client(0).put("a", "1").await.unwrap();
+    let bad = cluster.member(2);
+    let bad_id = cluster.client(2).status().await.unwrap().member_id;
+    bad.kill();
+    std::fs::write(bad.config().data_dir.join("member/snap/db"), b"garbage").unwrap();
+    // The corrupt member does not come up.
+    bad.start().unwrap();
+    assert!(bad.wait_serving(Duration::from_secs(5)).await.is_err(), "corrupt data dir must fail");
+    bad.kill();
+
+    let c0 = cluster.client(0);
+    c0.member_remove(bad_id).await.unwrap();
+    bad.wipe_data().unwrap();
+    let added = druidctl::sim::etcd::cluster::add_member_retrying(&c0, &[bad.peer_url()], true, Duration::from_secs(20))
+        .await
+        .unwrap();
+    let members = c0.member_list().await.unwrap();
+    bad.update_config(|c| {
+        c.initial_cluster = druidctl::sim::etcd::cluster::initial_cluster_for_join(&members, added.id, &c.name);
+        c.initial_cluster_state = druidctl::sim::etcd::ClusterState::Existing;
+    });
+    bad.start().unwrap();
+    bad.wait_serving(Duration::from_secs(20)).await.unwrap();
+    cluster.promote_when_synced(added.id, Duration::from_secs(20)).await.unwrap();
+    assert!(cluster.is_quorate().await);
+    assert_eq!(cluster.client(2).get("a").await.unwrap().unwrap().value_str(), "1");
+    assert_eq!(c0.member_list().await.unwrap().iter().filter(|m| !m.is_learner).count(), 3);
+}
+
+#[tokio::test]
+async fn maintenance_defragment_and_compact_work_on_a_member() {
+    let Some(binary) = require_etcd("maintenance") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&binary, dir.path(), 1, LocalClusterOptions::default()).await.unwrap();
+    let c = cluster.client(0);
+    let mut rev = 0;
+    for i in 0..30 {
+        rev = c.put("churn", format!("{i}")).await.unwrap();
+    }
+    c.compact(rev).await.unwrap();
+    c.defragment().await.unwrap();
+    let (changed, now) = c.changed_since(rev).await.unwrap();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(now, rev);
+    assert!(c.status().await.unwrap().is_leader());
+}
+
+#[tokio::test]
+async fn no_etcd_process_survives_its_supervisor() {
+    let Some(binary) = require_etcd("no leaks") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = three_members(dir.path(), &binary).await;
+    let pids: Vec<u32> = cluster.members().iter().filter_map(|m| m.pid()).collect();
+    assert_eq!(pids.len(), 3);
+    assert_eq!(etcd_children_of_this_process().len(), 3);
+    drop(cluster);
+    assert!(etcd_children_of_this_process().is_empty(), "etcd children left behind");
+    assert!(live_member_pids().is_empty());
+    for pid in pids {
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid), "pid {pid} still alive");
+    }
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+}

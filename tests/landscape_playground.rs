@@ -1,0 +1,184 @@
+//! End-to-end: the playground (embedded API server + landscape with real etcd processes).
+//! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
+
+use std::time::{Duration, Instant};
+
+use druidctl::sim::etcd::process::etcd_children_of_this_process;
+use druidctl::sim::etcd::snapshot::restore_snapshot;
+use druidctl::sim::etcd::{MemberConfig, MemberProcess, require_etcd};
+use druidctl::sim::landscape::playground::BreakTarget;
+use druidctl::sim::landscape::{BreakKind, Playground, PlaygroundOptions};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+async fn ready_playground(dir: &std::path::Path) -> Playground {
+    let pg = Playground::up(PlaygroundOptions::new(dir)).await.expect("playground up");
+    let started = Instant::now();
+    pg.wait_ready(Duration::from_secs(40)).await.expect("3-member Etcd ready");
+    eprintln!("playground: 3-member Etcd ready after {:?}", started.elapsed());
+    pg
+}
+
+async fn pod(pg: &Playground, ns: &str, name: &str) -> Pod {
+    Api::<Pod>::namespaced(pg.server().client(), ns).get(name).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_members_down_is_quorum_lost_and_their_return_is_quorate_with_the_keys() {
+    let Some(_) = require_etcd("playground transient quorum loss") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = ready_playground(dir.path()).await;
+    let ns = pg.namespaces()[0].clone();
+    let c = pg.etcd_client(&ns, 0).unwrap();
+    for i in 0..10 {
+        c.put(format!("/registry/pods/p{i}"), format!("v{i}")).await.unwrap();
+    }
+
+    let target = BreakTarget { members: vec![1, 2], down_for: Some(Duration::from_secs(6)), ..Default::default() };
+    pg.break_(BreakKind::MemberDown, &target).await.unwrap();
+    pg.wait_ready_reason(&ns, "QuorumLost", Duration::from_secs(15)).await.expect("Etcd reports QuorumLost");
+    // DWD scaled the dependents down.
+    let deps = Api::<Deployment>::namespaced(pg.server().client(), &ns);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let kcm = deps.get("kube-controller-manager").await.unwrap();
+        if kcm.spec.unwrap().replicas == Some(0) {
+            assert_eq!(kcm.metadata.annotations.unwrap()["dependency-watchdog.gardener.cloud/replicas"], "1");
+            break;
+        }
+        assert!(Instant::now() < deadline, "DWD did not scale kube-controller-manager down");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    pg.wait_ready_reason(&ns, "Quorate", Duration::from_secs(30)).await.expect("quorum comes back");
+    let kvs = pg.etcd_client(&ns, 2).unwrap().get_prefix("/registry/pods/").await.unwrap();
+    assert_eq!(kvs.len(), 10);
+    pg.wait_ready(Duration::from_secs(20)).await.unwrap();
+    let restarted = pod(&pg, &ns, "etcd-main-1").await;
+    assert!(restarted.status.unwrap().container_statuses.unwrap()[0].restart_count >= 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while deps.get("kube-controller-manager").await.unwrap().spec.unwrap().replicas != Some(1) {
+        assert!(Instant::now() < deadline, "DWD did not scale kube-controller-manager back up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pg.down().await;
+    assert!(etcd_children_of_this_process().is_empty(), "down leaves no etcd behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroying_two_members_data_stays_quorum_lost() {
+    let Some(_) = require_etcd("playground permanent quorum loss") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = ready_playground(dir.path()).await;
+    let ns = pg.namespaces()[0].clone();
+    pg.etcd_client(&ns, 0).unwrap().put("k", "v").await.unwrap();
+    pg.break_(BreakKind::QuorumLost, &BreakTarget::default()).await.unwrap();
+    pg.wait_ready_reason(&ns, "QuorumLost", Duration::from_secs(15)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(pg.etcd_ready(&ns).await.unwrap().1, "QuorumLost", "permanent loss does not heal");
+    let p = pod(&pg, &ns, "etcd-main-2").await;
+    let cs = &p.status.unwrap().container_statuses.unwrap()[0];
+    assert!(cs.restart_count >= 2, "the member without data crash-loops: {cs:?}");
+    assert_eq!(cs.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(), Some("CrashLoopBackOff"));
+    pg.down().await;
+    assert!(etcd_children_of_this_process().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_taken_through_the_sidecar_api_restores_into_a_fresh_member() {
+    let Some(binary) = require_etcd("playground snapshot") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = ready_playground(dir.path()).await;
+    let ns = pg.namespaces()[0].clone();
+    let c = pg.etcd_client(&ns, 1).unwrap();
+    for i in 0..25 {
+        c.put(format!("/registry/secrets/s{i:02}"), format!("secret-{i}")).await.unwrap();
+    }
+    // Through the API server's service proxy to the leading member's sidecar.
+    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/full"))
+        .body(Vec::new())
+        .unwrap();
+    let text = pg.server().client().request_text(req).await.expect("sidecar answers through the proxy");
+    let info: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(info["kind"], "Full", "{text}");
+    let snap = dir.path().join("backups").join(&ns).join(format!("{ns}_etcd-main")).join(info["snapName"].as_str().unwrap());
+    assert!(snap.exists(), "{} in the object store", snap.display());
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(pg.server().client(), &ns)
+        .get("etcd-main-full-snap")
+        .await
+        .unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity.unwrap(), info["lastRevision"].to_string());
+
+    let cfg = MemberConfig::new("fresh-0", dir.path().join("fresh/data"), dir.path().join("fresh.log"));
+    restore_snapshot(&binary, &snap, &cfg).await.unwrap();
+    let fresh = MemberProcess::spawn(&binary, cfg).unwrap();
+    fresh.wait_serving(Duration::from_secs(20)).await.unwrap();
+    let kvs = fresh.client().get_prefix("/registry/secrets/").await.unwrap();
+    assert_eq!(kvs.len(), 25);
+    drop(fresh);
+    pg.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_member_is_restored_as_a_learner_without_losing_quorum() {
+    let Some(_) = require_etcd("playground corrupt member") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = ready_playground(dir.path()).await;
+    let ns = pg.namespaces()[0].clone();
+    pg.etcd_client(&ns, 0).unwrap().put("before", "1").await.unwrap();
+    let old_id = pg.etcd_client(&ns, 2).unwrap().status().await.unwrap().member_id;
+    pg.break_(BreakKind::CorruptMember, &BreakTarget::default()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        assert_ne!(pg.etcd_ready(&ns).await.unwrap().1, "QuorumLost", "quorum must be kept");
+        let members = pg.etcd_client(&ns, 0).unwrap().member_list().await.unwrap();
+        let new = members.iter().find(|m| m.name == "etcd-main-2");
+        if let Some(m) = new
+            && m.id != old_id
+            && !m.is_learner
+            && pg.etcd_client(&ns, 2).unwrap().is_healthy().await
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "member not restored: {members:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(pg.etcd_client(&ns, 2).unwrap().get("before").await.unwrap().unwrap().value_str(), "1");
+    pg.wait_ready(Duration::from_secs(20)).await.unwrap();
+    pg.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn component_protection_blocks_operators_until_disabled_and_kubectl_sees_the_seed() {
+    let Some(_) = require_etcd("playground protection") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = ready_playground(dir.path()).await;
+    let ns = pg.namespaces()[0].clone();
+    let sts = Api::<StatefulSet>::namespaced(pg.server().client(), &ns);
+    let scale = json!({"spec": {"replicas": 3}, "metadata": {"annotations": {"touched": "by-operator"}}});
+    let err = sts.patch("etcd-main", &PatchParams::default(), &Patch::Merge(&scale)).await.expect_err("protected");
+    assert!(err.to_string().contains("disable-etcd-component-protection"), "{err}");
+    let etcds = Api::<druidctl::api::Etcd>::namespaced(pg.server().client(), &ns);
+    etcds
+        .patch("etcd-main", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"annotations": {
+            "druid.gardener.cloud/disable-etcd-component-protection": ""}}})))
+        .await
+        .unwrap();
+    sts.patch("etcd-main", &PatchParams::default(), &Patch::Merge(&scale)).await.expect("allowed once disabled");
+
+    if let Ok(out) = std::process::Command::new("kubectl")
+        .args(["--kubeconfig", pg.kubeconfig_path().to_str().unwrap(), "get", "etcd,sts,pods,pvc,leases", "-n", &ns])
+        .output()
+    {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
+        for name in ["etcd-main-0", "etcd-main-2", "etcd-main-etcd-main-1", "etcd-main-full-snap", "statefulset.apps/etcd-main"] {
+            assert!(stdout.contains(name), "kubectl output lacks {name}:\n{stdout}");
+        }
+        eprintln!("{stdout}");
+    }
+    pg.down().await;
+}
