@@ -11,3 +11,4 @@ pub mod health;
 pub mod kube;
 pub mod output;
 pub mod sim;
+pub mod tasks;

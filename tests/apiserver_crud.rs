@@ -237,3 +237,19 @@ async fn namespace_deletion_terminates_then_removes_content() {
     assert!(nss.get_opt("shoot--a").await.unwrap().is_none());
     assert!(server.get_object("v1", "configmaps", Some("shoot--a"), "x").is_none());
 }
+
+#[tokio::test]
+async fn events_api_and_core_events_share_storage() {
+    let server = ApiServer::new();
+    let ev_api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(server.client(), "default");
+    let ev: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({"metadata":{"name":"e1"},"eventTime":"2025-01-01T00:00:00.000000Z",
+        "reportingController":"druid","reportingInstance":"druid-0","action":"Reconcile","reason":"Ready","note":"etcd is ready","type":"Normal",
+        "regarding":{"kind":"Etcd","name":"etcd-main","namespace":"default"}})).unwrap();
+    ev_api.create(&PostParams::default(), &ev).await.unwrap();
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(server.client(), "default");
+    let list = core.list(&ListParams::default().fields("involvedObject.name=etcd-main")).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].message.as_deref(), Some("etcd is ready"));
+    let list = ev_api.list(&ListParams::default().fields("regarding.name=etcd-main")).await.unwrap();
+    assert_eq!(list.items[0].note.as_deref(), Some("etcd is ready"));
+}

@@ -273,7 +273,8 @@ fn crash_looping_pod_without_druid_status_is_named_as_such() {
     inputs.etcd.status.as_mut().unwrap().members.clear();
     let report = assess(&inputs, now());
     assert_eq!(report.members[1].reason, "CrashLooping");
-    assert_eq!(report.members[1].role.as_deref(), Some("Member"), "role falls back to the lease holder");
+    assert_eq!(report.members[0].role.as_deref(), Some("Leader"), "role falls back to a fresh lease's holder");
+    assert_eq!(report.members[1].role, None, "a stale lease says nothing about the current role");
 }
 
 #[test]

@@ -157,8 +157,9 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
         };
         let status = druid.map(|m| m.status.clone()).unwrap_or_else(|| if ready { "Ready".into() } else { "NotReady".into() });
         let holder = lease.as_ref().and_then(|l| l.holder.clone());
+        // The role in a stale lease is history, not the member's current role.
         let (holder_id, holder_role) = match holder.as_deref().and_then(|h| h.split_once(':')) {
-            Some((id, role)) => (Some(id.to_string()), Some(role.to_string())),
+            Some((id, role)) => (Some(id.to_string()), Some(role.to_string()).filter(|_| lease_fresh)),
             None => (None, None),
         };
         if !ready {

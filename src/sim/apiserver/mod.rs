@@ -11,6 +11,7 @@ mod admission;
 mod apply;
 mod crd;
 mod discovery;
+mod events;
 mod faults;
 mod gc;
 mod protobuf;
@@ -323,8 +324,8 @@ impl ApiServer {
         };
         let st = self.inner.state.lock().unwrap();
         let rt = st.resource(group, kind_plural)?;
-        let obj = st.get(group, kind_plural, namespace.unwrap_or(""), name)?;
-        let mut obj = (*obj).clone();
+        let obj = st.get_key(&rt.storage_key(), namespace.unwrap_or(""), name)?;
+        let mut obj = if group == "events.k8s.io" { events::to_external(&obj) } else { (*obj).clone() };
         obj["apiVersion"] = rt.api_version(version).into();
         Some(obj)
     }

@@ -78,6 +78,15 @@ impl ResourceType {
         if self.group.is_empty() { version.to_string() } else { format!("{}/{}", self.group, version) }
     }
 
+    /// Where objects are stored: `events.k8s.io` Events share the core Events storage.
+    pub fn storage_key(&self) -> (String, String) {
+        if self.group == "events.k8s.io" && self.plural == "events" {
+            (String::new(), "events".into())
+        } else {
+            (self.group.clone(), self.plural.clone())
+        }
+    }
+
     /// Preferred (storage) version.
     pub fn preferred(&self) -> &str {
         &self.versions[0]

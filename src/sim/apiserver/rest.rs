@@ -161,7 +161,10 @@ pub struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn key(&self) -> Key {
-        (self.rt.group.clone(), self.rt.plural.clone())
+        self.rt.storage_key()
+    }
+    fn events_api(&self) -> bool {
+        self.rt.group == "events.k8s.io"
     }
     fn rname(&self) -> ResourceName<'_> {
         ResourceName { group: &self.rt.group, resource: &self.rt.plural }
@@ -174,7 +177,7 @@ impl Ctx<'_> {
     }
     /// Object as returned to the client (apiVersion of the requested version).
     fn out(&self, obj: &Value) -> Value {
-        let mut o = obj.clone();
+        let mut o = if self.events_api() { super::events::to_external(obj) } else { obj.clone() };
         o["apiVersion"] = self.api_version().into();
         o
     }
@@ -399,11 +402,14 @@ pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Va
         apply::record_update(None, &mut obj, &ctx.manager, &ctx.api_version(), "", &ts);
     }
     admit(ctx, AdmissionOperation::Create, None, &name, Some(&obj), None)?;
+    if ctx.events_api() {
+        obj = super::events::to_storage(&obj);
+    }
     if ctx.rt.plural == "customresourcedefinitions" && ctx.rt.group == "apiextensions.k8s.io" {
         super::crd::prepare_crd(&mut obj).map_err(|m| ApiError::invalid("CustomResourceDefinition", "apiextensions.k8s.io", &name, &[("FieldValueInvalid".into(), "spec".into(), m)]))?;
     }
     let mut st = ctx.server.inner.state.lock().unwrap();
-    if st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), &name).is_some() {
+    if st.get_key(&ctx.key(), &ctx.ns_key(), &name).is_some() {
         return Err(ApiError::already_exists(&ctx.rname(), &name));
     }
     if ctx.dry_run {
@@ -418,7 +424,7 @@ pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Va
 /// Reads one object.
 pub fn get(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
     let st = ctx.server.inner.state.lock().unwrap();
-    st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), name)
+    st.get_key(&ctx.key(), &ctx.ns_key(), name)
         .map(|o| ctx.out(&o))
         .ok_or_else(|| ApiError::not_found(&ctx.rname(), name))
 }
@@ -445,18 +451,15 @@ pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
     let (list_rv, start_after) = match &opts.cont {
         Some(c) if !c.is_empty() => {
             let (rv, after) = decode_continue(c).ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
-            (rv, Some(after))
+            let (ns, name) = after.split_once('\u{1}').unwrap_or(("", after.as_str()));
+            (rv, Some((ns.to_string(), name.to_string())))
         }
         _ => (st.rv, None),
     };
-    let all = st.list(&ctx.key(), ctx.ns.as_deref());
     let mut items = Vec::new();
     let mut cont = None;
     let mut remaining = None;
-    let mut iter = all.iter().filter(|o| {
-        let k = obj_key(o);
-        start_after.as_ref().is_none_or(|a| k > *a)
-    });
+    let mut iter = st.range_after(&ctx.key(), ctx.ns.as_deref(), start_after);
     for o in iter.by_ref() {
         if !opts.labels.matches(o) || !opts.fields.matches(o) {
             continue;
@@ -587,7 +590,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
     for _attempt in 0..16 {
         let cur = {
             let st = ctx.server.inner.state.lock().unwrap();
-            st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), name)
+            st.get_key(&ctx.key(), &ctx.ns_key(), name)
         };
         let Some(cur) = cur else {
             if let Mutation::Apply(cfg, _) = &m
@@ -608,6 +611,9 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         let mut new = apply_mutation(ctx, &cur, &m, sub)?;
         if !new.is_object() {
             return Err(ApiError::bad_request("the object provided is not a JSON object"));
+        }
+        if ctx.events_api() {
+            new = super::events::to_storage(&new);
         }
         // Preconditions and immutable metadata.
         let body_rv = new.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
@@ -710,7 +716,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         }
         admit(ctx, AdmissionOperation::Update, sub, name, Some(&new), Some(&cur))?;
         let mut st = ctx.server.inner.state.lock().unwrap();
-        let now_cur = st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), name);
+        let now_cur = st.get_key(&ctx.key(), &ctx.ns_key(), name);
         if now_cur.as_ref().map(|c| c.pointer("/metadata/resourceVersion").cloned()) != Some(Some(Value::String(cur_rv.clone()))) {
             if matches!(m, Mutation::Replace(_)) && explicit_rv {
                 return Err(ApiError::conflict(&ctx.rname(), name));
@@ -766,7 +772,7 @@ pub struct DeleteOpts {
 pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiError> {
     let cur = {
         let st = ctx.server.inner.state.lock().unwrap();
-        st.get(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), name)
+        st.get_key(&ctx.key(), &ctx.ns_key(), name)
     }
     .ok_or_else(|| ApiError::not_found(&ctx.rname(), name))?;
     if let Some(uid) = &opts.uid {

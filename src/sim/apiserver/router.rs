@@ -152,6 +152,17 @@ fn sim_admin(server: &ApiServer, req: &Request<Bytes>, user: &UserInfo, what: &s
             let n = faults.cut_watches(q.get("resource").map(String::as_str));
             json_response(200, &json!({"cut": n}))
         }
+        (Method::POST, "restart") => {
+            // Answer first, then restart (the restart drops this connection too).
+            let q = parse_query(req.uri().query());
+            let keep = q.get("keepHistory").is_none_or(|k| k != "false");
+            let s = server.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                s.restart(keep).await;
+            });
+            json_response(202, &json!({"restart": true, "keepHistory": keep}))
+        }
         (Method::GET, "requests") => {
             let c: Vec<_> = server
                 .request_log()

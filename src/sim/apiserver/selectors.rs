@@ -211,7 +211,8 @@ impl FieldSelector {
             if k != "metadata.name" && k != "metadata.namespace" && !supported_fields(group, plural).contains(&k) {
                 return Err(format!("field label not supported: {k}"));
             }
-            out.push((k.to_string(), eq, v.trim().to_string()));
+            let k = if group == "events.k8s.io" { super::events::storage_field(k) } else { k.to_string() };
+            out.push((k, eq, v.trim().to_string()));
         }
         Ok(FieldSelector(out))
     }

@@ -47,13 +47,16 @@ pub struct Event {
     pub obj: Arc<Value>,
     /// Object before the change.
     pub prev: Option<Arc<Value>>,
+    /// The event's wire encoding in the storage version, computed once for all watchers.
+    pub encoded: std::sync::OnceLock<bytes::Bytes>,
 }
 
 /// What is sent to a watcher.
 #[derive(Debug)]
 pub enum WatchItem {
-    /// A change (already filtered for the watcher's selectors; type possibly adjusted).
-    Event(EventType, Arc<Value>),
+    /// A change (already filtered for the watcher's selectors; type possibly adjusted), with the
+    /// shared encoding cache of the stored event (None for synthetic initial events).
+    Event(EventType, Arc<Value>, Option<Arc<Event>>),
     /// Progress notification at this resourceVersion.
     Bookmark(u64),
     /// End-of-initial-events bookmark (`k8s.io/initial-events-end`).
@@ -165,6 +168,23 @@ impl State {
             .cloned()
     }
 
+    /// Gets an object by storage key.
+    pub fn get_key(&self, key: &Key, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.data.get(key)?.objects.get(&(ns.to_string(), name.to_string())).cloned()
+    }
+
+    /// Objects after `after` (exclusive, as (namespace, name)), optionally in one namespace, in order.
+    pub fn range_after<'a>(&'a self, key: &Key, ns: Option<&'a str>, after: Option<(String, String)>) -> Box<dyn Iterator<Item = &'a Arc<Value>> + 'a> {
+        use std::ops::Bound;
+        let Some(c) = self.data.get(key) else { return Box::new(std::iter::empty()) };
+        let lower = match (after, ns) {
+            (Some(a), _) => Bound::Excluded(a),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        Box::new(c.objects.range((lower, Bound::Unbounded)).take_while(move |((n, _), _)| ns.is_none_or(|ns| n == ns)).map(|(_, v)| v))
+    }
+
     /// Objects of a resource, optionally in one namespace, in (namespace, name) order.
     pub fn list(&self, key: &Key, ns: Option<&str>) -> Vec<Arc<Value>> {
         let Some(c) = self.data.get(key) else { return vec![] };
@@ -203,7 +223,7 @@ impl State {
                 (EventType::Deleted, Arc::new(last))
             }
         };
-        let ev = Arc::new(Event { kind, rv, obj: stored.clone(), prev });
+        let ev = Arc::new(Event { kind, rv, obj: stored.clone(), prev, encoded: Default::default() });
         coll.history.push_back(ev.clone());
         while coll.history.len() > self.history_cap {
             let old = coll.history.pop_front().unwrap();
@@ -214,7 +234,7 @@ impl State {
                 return true;
             }
             match w.translate(&ev) {
-                Some((t, o)) => w.tx.send(WatchItem::Event(t, o)).is_ok(),
+                Some((t, o)) => w.tx.send(WatchItem::Event(t, o, Some(ev.clone()))).is_ok(),
                 None => !w.tx.is_closed(),
             }
         });
@@ -244,14 +264,14 @@ impl State {
                 }
                 for ev in coll.history.iter().filter(|e| e.rv > rv) {
                     if let Some((t, o)) = w.translate(ev) {
-                        let _ = w.tx.send(WatchItem::Event(t, o));
+                        let _ = w.tx.send(WatchItem::Event(t, o, Some(ev.clone())));
                     }
                 }
             }
             None => {
                 for o in coll.objects.values() {
                     if w.matches(o) {
-                        let _ = w.tx.send(WatchItem::Event(EventType::Added, o.clone()));
+                        let _ = w.tx.send(WatchItem::Event(EventType::Added, o.clone(), None));
                     }
                 }
                 if initial_end_bookmark {

@@ -61,7 +61,7 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, a
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let registered = {
         let mut st = ctx.server.inner.state.lock().unwrap();
-        st.watch(&(ctx.rt.group.clone(), ctx.rt.plural.clone()), ctx.ns.clone(), opts.labels, opts.fields, bookmarks, from_rv, send_initial, tx)
+        st.watch(&ctx.rt.storage_key(), ctx.ns.clone(), opts.labels, opts.fields, bookmarks, from_rv, send_initial, tx)
     };
     let (btx, brx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(256);
     let body = StreamBody::new(futures::stream::unfold(brx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) })).boxed_unsync();
@@ -95,11 +95,17 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, a
                 biased;
                 item = rx.recv() => match item {
                     None | Some(WatchItem::Close) => break,
-                    Some(WatchItem::Event(t, o)) => {
-                        let mut o = (*o).clone();
-                        o["apiVersion"] = api_version.clone().into();
-                        let o = if as_table { super::table::to_table(&rt, &o, false, "") } else { o };
-                        encode(t.as_str(), &o)
+                    Some(WatchItem::Event(t, o, ev)) => {
+                        let plain = !as_table && rt.group != "events.k8s.io" && o.get("apiVersion").and_then(|a| a.as_str()) == Some(api_version.as_str());
+                        match ev {
+                            Some(ev) if plain && ev.kind == t => ev.encoded.get_or_init(|| encode(t.as_str(), &o)).clone(),
+                            _ => {
+                                let mut o = if rt.group == "events.k8s.io" { super::events::to_external(&o) } else { (*o).clone() };
+                                o["apiVersion"] = api_version.clone().into();
+                                let o = if as_table { super::table::to_table(&rt, &o, false, "") } else { o };
+                                encode(t.as_str(), &o)
+                            }
+                        }
                     }
                     Some(WatchItem::Bookmark(rv)) => {
                         if !bookmarks { continue; }

@@ -689,11 +689,6 @@ fn rule_error_string(spec: &RuleSpec) -> String {
     }
 }
 
-/// Evaluation state passed down the tree.
-pub(crate) struct Walk<'a> {
-    pub errors: &'a mut Vec<FieldError>,
-}
-
 /// How a node relates to the old object: `correlatable` nodes compare with their own old value;
 /// the others inherit `parent_unchanged` from the nearest correlatable ancestor (ratcheting).
 #[derive(Clone, Copy)]
@@ -709,7 +704,7 @@ pub(crate) fn eval_tree(
     old: Option<&Value>,
     corr: Correlation,
     path: &mut Vec<Seg>,
-    walk: &mut Walk<'_>,
+    errors: &mut Vec<FieldError>,
 ) {
     if v.is_null() || !s.has_rules {
         return;
@@ -724,9 +719,9 @@ pub(crate) fn eval_tree(
     } else {
         parent_unchanged
     };
-    eval_node(s, v, old, unchanged, resource_root, path, walk);
+    eval_node(s, v, old, unchanged, resource_root, path, errors);
     for sub in &s.all_of {
-        eval_node(sub, v, old, false, resource_root, path, walk);
+        eval_node(sub, v, old, false, resource_root, path, errors);
     }
     match v {
         Value::Object(map) => {
@@ -747,7 +742,7 @@ pub(crate) fn eval_tree(
                     correlatable,
                     parent_unchanged: unchanged,
                 };
-                eval_tree(cs, child, old_child, corr, path, walk);
+                eval_tree(cs, child, old_child, corr, path, errors);
                 path.pop();
             }
         }
@@ -776,7 +771,7 @@ pub(crate) fn eval_tree(
                     correlatable: map_list,
                     parent_unchanged: unchanged,
                 };
-                eval_tree(is, item, old_item, corr, path, walk);
+                eval_tree(is, item, old_item, corr, path, errors);
                 path.pop();
             }
         }
@@ -791,7 +786,7 @@ pub(crate) fn eval_node(
     unchanged: bool,
     resource_root: bool,
     path: &mut [Seg],
-    walk: &mut Walk<'_>,
+    errors: &mut Vec<FieldError>,
 ) {
     if s.rules.is_empty() {
         return;
@@ -837,14 +832,14 @@ pub(crate) fn eval_node(
                     Some("FieldValueDuplicate") => fe::duplicate(field, bad),
                     _ => fe::invalid(field, bad, &detail),
                 };
-                walk.errors.push(err);
+                errors.push(err);
             }
-            Ok(other) => walk.errors.push(fe::invalid(
+            Ok(other) => errors.push(fe::invalid(
                 here.clone(),
                 Bad::Str(type_name.clone()),
                 &format!("rule did not evaluate to a bool ({:?}) for rule: {}", other.type_of(), rule_error_string(&rule.spec)),
             )),
-            Err(e @ ExecutionError::NoSuchOverload(_)) => walk.errors.push(fe::invalid(
+            Err(e @ ExecutionError::NoSuchOverload(_)) => errors.push(fe::invalid(
                 here.clone(),
                 Bad::Str(type_name.clone()),
                 &format!(
@@ -853,7 +848,7 @@ pub(crate) fn eval_node(
                     rule_error_string(&rule.spec)
                 ),
             )),
-            Err(e) => walk.errors.push(fe::invalid(
+            Err(e) => errors.push(fe::invalid(
                 here.clone(),
                 Bad::Str(type_name.clone()),
                 &format!("{} evaluating rule: {}", go_error_text(&e), rule_error_string(&rule.spec)),

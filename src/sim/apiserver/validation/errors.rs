@@ -63,6 +63,8 @@ pub(crate) enum Bad {
     Int(i64),
     /// a decoded JSON value
     Json(Value),
+    /// Go `nil`
+    Null,
 }
 
 impl Bad {
@@ -72,6 +74,7 @@ impl Bad {
             Bad::Str(s) => Some(go_quote(s)),
             Bad::Int(i) => Some(i.to_string()),
             Bad::Json(v) => Some(go_value(v)),
+            Bad::Null => Some("null".into()),
         }
     }
 }

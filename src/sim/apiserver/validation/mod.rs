@@ -137,12 +137,31 @@ impl CrdValidator {
             }
         }
 
+        let mut out = findings.schema;
+        out.extend(findings.embedded);
+        out.extend(findings.lists);
+        // strategy.go `hasBlockingErr`: rules are not evaluated on an object of the wrong shape
+        // (only CRDs with rules have a CEL validator to skip)
+        let blocking = [
+            "FieldValueNotSupported",
+            "FieldValueRequired",
+            "FieldValueTooLong",
+            "FieldValueTooMany",
+            "FieldValueTypeInvalid",
+        ];
+        if self.rule_count > 0 && out.iter().any(|e| blocking.contains(&e.reason.as_str())) {
+            out.push(errors::invalid(
+                String::new(),
+                errors::Bad::Null,
+                "some validation rules were not checked because the object was invalid; \
+                 correct the existing errors to complete validation",
+            ));
+            return out;
+        }
+
         let mut cel_errors = Vec::new();
-        let mut walk = cel_rules::Walk {
-            errors: &mut cel_errors,
-        };
         let unchanged = old == Some(obj);
-        cel_rules::eval_node(root, obj, old, unchanged, true, &mut path, &mut walk);
+        cel_rules::eval_node(root, obj, old, unchanged, true, &mut path, &mut cel_errors);
         for (k, child) in map {
             if !in_scope(k) {
                 continue;
@@ -161,14 +180,11 @@ impl CrdValidator {
                 old_map.and_then(|m| m.get(k)),
                 corr,
                 &mut path,
-                &mut walk,
+                &mut cel_errors,
             );
             path.pop();
         }
 
-        let mut out = findings.schema;
-        out.extend(findings.embedded);
-        out.extend(findings.lists);
         out.extend(cel_errors);
         out
     }

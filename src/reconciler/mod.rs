@@ -1,0 +1,210 @@
+//! The `EtcdOperatorTask` reconciler (DEP-05), used in-process by the CLI (`--local`) and by `druidctl serve`.
+//!
+//! It is split into small idempotent parts that talk only through the task's status (seeds/001):
+//! - [`admit`](Reconciler::admit): Pending → config, DEP-05 duplicates, FIFO per Etcd, preconditions from the
+//!   health model → `Rejected` with a reason, or `InProgress`;
+//! - [`execute`](Reconciler::execute): under the task's executor Lease, runs the steps, recording each one in
+//!   `status.lastOperation`, retrying transient errors with capped exponential backoff (the next retry time is
+//!   in the status) and keeping `lastErrors` bounded;
+//! - [`cleanup`](Reconciler::expire): after `ttlSecondsAfterFinished` deletes the task; its finalizer deletes
+//!   whatever the task created.
+//!
+//! Exactly one executor per task: the executor Lease is taken and renewed with resourceVersion preconditions,
+//! and an executor that cannot renew it stops before its next action.
+
+mod admit;
+pub mod backoff;
+mod cleanup;
+pub mod controller;
+pub mod events;
+mod execute;
+pub mod lease;
+pub mod metrics;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{EtcdOperatorTask, TaskState};
+use crate::tasks::Registry;
+
+pub use backoff::Backoff;
+pub use metrics::Metrics;
+pub use status::WriteError;
+
+/// Finalizer that guarantees cleanup of what a task created.
+pub const FINALIZER: &str = "druid.gardener.cloud/etcdoperatortask";
+
+/// Tunables of the reconciler.
+#[derive(Debug, Clone)]
+pub struct ReconcilerOptions {
+    /// Who executes (written into executor Leases and events).
+    pub identity: String,
+    /// Duration of a task's executor Lease; renewed every fifth of it.
+    pub executor_lease: Duration,
+    /// Retry policy of transient step errors.
+    pub backoff: Backoff,
+    /// How soon a task waiting in the FIFO is looked at again.
+    pub wait_requeue: Duration,
+    /// TTL when `spec.ttlSecondsAfterFinished` is unset.
+    pub default_ttl_seconds: i32,
+    /// Whether to record events.
+    pub events: bool,
+}
+
+impl ReconcilerOptions {
+    /// Defaults for `identity`.
+    pub fn new(identity: impl Into<String>) -> ReconcilerOptions {
+        ReconcilerOptions {
+            identity: identity.into(),
+            executor_lease: Duration::from_secs(15),
+            backoff: Backoff::default(),
+            wait_requeue: Duration::from_secs(2),
+            default_ttl_seconds: crate::api::task::DEFAULT_TTL_SECONDS,
+            events: true,
+        }
+    }
+}
+
+/// What to do after a reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing more until the task changes.
+    Done,
+    /// Look again after this long.
+    RequeueAfter(Duration),
+}
+
+/// A reconcile that could not finish (retried by the caller).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Writing the status failed.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// Another API call failed.
+    #[error("{action}: {source}")]
+    Api {
+        /// What was being done.
+        action: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Reading the health model failed.
+    #[error("reading the health of the etcd: {0}")]
+    Health(#[from] crate::kube::ClusterError),
+}
+
+impl ReconcileError {
+    pub(crate) fn api(action: impl Into<String>, source: kube::Error) -> ReconcileError {
+        ReconcileError::Api { action: action.into(), source }
+    }
+}
+
+/// The reconciler: registry, client, metrics and options.
+pub struct Reconciler {
+    /// Client.
+    pub client: Client,
+    /// Task types it executes.
+    pub registry: Arc<Registry>,
+    /// Options.
+    pub opts: ReconcilerOptions,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Fires on shutdown: running steps stop at their next safe point (the status already records them).
+    pub shutdown: CancellationToken,
+}
+
+/// Name of a task's executor Lease.
+pub fn executor_lease_name(task: &str) -> String {
+    let base: String = task.chars().take(240).collect();
+    format!("{base}-executor")
+}
+
+/// An owner reference to `task` (non-controller; for the executor Lease).
+pub fn owner_reference(task: &EtcdOperatorTask) -> OwnerReference {
+    OwnerReference {
+        api_version: "druid.gardener.cloud/v1alpha1".into(),
+        kind: "EtcdOperatorTask".into(),
+        name: task.metadata.name.clone().unwrap_or_default(),
+        uid: task.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(false),
+        block_owner_deletion: None,
+    }
+}
+
+impl Reconciler {
+    /// A reconciler with fresh metrics.
+    pub fn new(client: Client, registry: Arc<Registry>, opts: ReconcilerOptions) -> Reconciler {
+        Reconciler { client, registry, opts, metrics: Arc::new(Metrics::new()), shutdown: CancellationToken::new() }
+    }
+
+    /// Uses these metrics (shared by several reconcilers of one process).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Reconciler {
+        self.metrics = metrics;
+        self
+    }
+
+    pub(crate) fn api(&self, task: &EtcdOperatorTask) -> Api<EtcdOperatorTask> {
+        Api::namespaced(self.client.clone(), task.metadata.namespace.as_deref().unwrap_or("default"))
+    }
+
+    /// One reconcile of `task`; `others` are the tasks of its namespace (for FIFO and duplicates).
+    pub async fn reconcile(&self, task: &EtcdOperatorTask, others: &[EtcdOperatorTask]) -> Result<Next, ReconcileError> {
+        if task.metadata.deletion_timestamp.is_some() {
+            return self.finalize(task).await;
+        }
+        match task.state() {
+            s if s.is_terminal() => self.expire(task).await,
+            TaskState::InProgress => self.execute(task.clone()).await,
+            _ => self.admit(task.clone(), others).await,
+        }
+    }
+
+    /// Drives one task in-process until it is terminal (or `timeout`), as `task create --local` does.
+    pub async fn run_to_completion(&self, namespace: &str, name: &str) -> Result<EtcdOperatorTask, ReconcileError> {
+        let api: Api<EtcdOperatorTask> = Api::namespaced(self.client.clone(), namespace);
+        loop {
+            let task = match api.get(name).await {
+                Ok(t) => t,
+                Err(e) if transient(&e) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Err(e) => return Err(ReconcileError::api(format!("reading task {name}"), e)),
+            };
+            if task.state().is_terminal() || self.shutdown.is_cancelled() {
+                return Ok(task);
+            }
+            let others = match api.list(&ListParams::default()).await {
+                Ok(l) => l.items,
+                Err(e) if transient(&e) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Err(e) => return Err(ReconcileError::api("listing tasks", e)),
+            };
+            let delay = match self.reconcile(&task, &others).await {
+                Ok(Next::Done) => Duration::from_millis(500),
+                Ok(Next::RequeueAfter(d)) => d.min(Duration::from_secs(1)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "reconcile failed; retrying");
+                    Duration::from_millis(500)
+                }
+            };
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+/// Whether a client error is worth retrying.
+pub fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code >= 500 || matches!(s.code, 408 | 409 | 429),
+        _ => true,
+    }
+}
