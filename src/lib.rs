@@ -10,5 +10,7 @@ pub mod api;
 pub mod health;
 pub mod kube;
 pub mod output;
+pub mod reconciler;
+pub mod runbook;
 pub mod sim;
 pub mod tasks;

@@ -173,6 +173,8 @@ async fn crds_register_with_defaults_validation_status_and_discovery() {
     let server = ApiServer::new();
     server.register_upstream_crds().unwrap();
     let client = server.client();
+    let aggregated = Discovery::new(client.clone()).run_aggregated().await.unwrap();
+    assert!(aggregated.resolve_gvk(&kube::core::GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd")).is_some());
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let (ar, caps) = discovery.resolve_gvk(&kube::core::GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd")).expect("Etcd served");
     assert!(caps.subresources.iter().any(|(s, _)| s.plural == "etcds/status" || s.plural == "status"));

@@ -253,3 +253,57 @@ async fn events_api_and_core_events_share_storage() {
     let list = ev_api.list(&ListParams::default().fields("regarding.name=etcd-main")).await.unwrap();
     assert_eq!(list.items[0].note.as_deref(), Some("etcd is ready"));
 }
+
+#[tokio::test]
+async fn eviction_honours_pod_disruption_budgets() {
+    let server = ApiServer::new();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    for n in ["etcd-0", "etcd-1"] {
+        pods.create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":n,"labels":{"app":"etcd"}},"spec":{"containers":[{"name":"etcd","image":"e"}]}})).unwrap()).await.unwrap();
+    }
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(server.client(), "default");
+    pdbs.create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":"etcd"},"spec":{"minAvailable":1,"selector":{"matchLabels":{"app":"etcd"}}}})).unwrap()).await.unwrap();
+    pdbs.patch_status("etcd", &PatchParams::default(), &Patch::Merge(json!({"status":{"disruptionsAllowed":1,"currentHealthy":2,"desiredHealthy":1,"expectedPods":2}}))).await.unwrap();
+    pods.evict("etcd-0", &Default::default()).await.unwrap();
+    assert!(pods.get_opt("etcd-0").await.unwrap().is_none());
+    let e = api_err(pods.evict("etcd-1", &Default::default()).await.unwrap_err());
+    assert_eq!((e.code, e.message.as_str()), (429, "Cannot evict pod as it would violate the pod's disruption budget."));
+}
+
+#[tokio::test]
+async fn statefulset_spec_outside_the_mutable_fields_is_immutable() {
+    let server = ApiServer::new();
+    let sts: Api<StatefulSet> = Api::namespaced(server.client(), "default");
+    sts.create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":"s"},"spec":{"serviceName":"s","selector":{"matchLabels":{"a":"b"}},
+        "template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}})).unwrap()).await.unwrap();
+    let e = api_err(sts.patch("s", &PatchParams::default(), &Patch::Merge(json!({"spec":{"serviceName":"other"}}))).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    assert!(e.message.starts_with("StatefulSet.apps \"s\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas'"), "{}", e.message);
+    sts.patch("s", &PatchParams::default(), &Patch::Merge(json!({"spec":{"replicas":2}}))).await.unwrap();
+}
+
+#[tokio::test]
+async fn label_values_are_validated_like_kube() {
+    let server = ApiServer::new();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let e = api_err(cms.create(&PostParams::default(), &cm("l", json!({"app": "bad value"}))).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    assert!(e.message.starts_with("ConfigMap \"l\" is invalid: metadata.labels: Invalid value: \"bad value\": a valid label must be an empty string"), "{}", e.message);
+    cms.create(&PostParams::default(), &cm("l", json!({"app.kubernetes.io/name": "etcd-main", "empty": ""}))).await.unwrap();
+}
+
+#[tokio::test]
+async fn partial_object_metadata_for_get_list_and_create_rejects_resource_version() {
+    let server = ApiServer::new();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    cms.create(&PostParams::default(), &cm("m", json!({"app":"x"}))).await.unwrap();
+    let list = cms.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.labels.as_ref().unwrap()["app"], "x");
+    let one = cms.get_metadata("m").await.unwrap();
+    assert_eq!(one.metadata.name.as_deref(), Some("m"));
+    let mut again = cm("n", json!({}));
+    again.metadata.resource_version = Some("5".into());
+    let e = api_err(cms.create(&PostParams::default(), &again).await.unwrap_err());
+    assert_eq!((e.code, e.message.as_str()), (500, "Internal error occurred: resourceVersion should not be set on objects to be created"));
+}

@@ -208,3 +208,21 @@ async fn kubectl_auth_can_i_and_forbidden_message() {
         "Error from server (Forbidden): secrets is forbidden: User \"alice\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
     ), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_rejects_unknown_fields_of_custom_resources_strictly() {
+    let server = ApiServer::new();
+    server.register_upstream_crds().unwrap();
+    let k = Kubectl::start(&server, "admin").await;
+    let etcd = r#"{"apiVersion":"druid.gardener.cloud/v1alpha1","kind":"Etcd","metadata":{"name":"etcd-main"},
+      "spec":{"replicas":3,"labels":{"app":"etcd"},"selector":{"matchLabels":{"app":"etcd"}},"etcd":{},"backup":{},"replicaz":1}}"#;
+    let out = k.run_stdin(&["apply", "-f", "-"], Some(etcd)).await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("strict decoding error: unknown field \"spec.replicaz\""), "{err}");
+    let out = k.run_stdin(&["apply", "--validate=false", "-f", "-"], Some(etcd)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = k.ok(&["scale", "etcd", "etcd-main", "--replicas=5"]).await;
+    assert_eq!(out.trim(), "etcd.druid.gardener.cloud/etcd-main scaled");
+}
+

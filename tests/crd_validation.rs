@@ -484,6 +484,14 @@ async fn kubectl_sees_the_replicas_rule_and_required_fields() {
         err.contains(r#"The Etcd "etcd-main" is invalid: spec.replicas: Invalid value: 1: Replicas can either be increased or be downscaled to 0."#),
         "{err}"
     );
+    // the scale subresource writes spec.replicas through the same validation
+    let err = k
+        .fails(&["scale", "etcd", "etcd-main", "--replicas=2"], None)
+        .await;
+    assert!(
+        err.contains("spec.replicas: Invalid value: 2: Replicas can either be increased or be downscaled to 0."),
+        "{err}"
+    );
     k.ok(
         &[
             "patch",

@@ -19,7 +19,8 @@ async fn killing_two_of_three_members_loses_quorum_and_their_return_restores_it_
     let cluster = three_members(dir.path(), &binary).await;
     let c0 = cluster.client(0);
     for i in 0..20 {
-        c0.put(format!("/registry/k{i}"), format!("v{i}")).await.unwrap();
+        let (k, v) = (format!("/registry/k{i}"), format!("v{i}"));
+        druidctl::sim::etcd::cluster::retry_transient(Duration::from_secs(10), || c0.put(&k, &v)).await.unwrap();
     }
 
     cluster.member(1).kill();
@@ -123,7 +124,7 @@ async fn member_restore_removes_cleans_adds_as_learner_and_promotes_while_keepin
     bad.kill();
 
     let c0 = cluster.client(0);
-    c0.member_remove(bad_id).await.unwrap();
+    druidctl::sim::etcd::cluster::retry_transient(Duration::from_secs(20), || c0.member_remove(bad_id)).await.unwrap();
     bad.wipe_data().unwrap();
     let added = druidctl::sim::etcd::cluster::add_member_retrying(&c0, &[bad.peer_url()], true, Duration::from_secs(20))
         .await
@@ -177,4 +178,44 @@ async fn no_etcd_process_survives_its_supervisor() {
 
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+}
+
+/// Helper for the test below: runs only inside the child process it spawns.
+#[tokio::test]
+async fn leak_helper_starts_a_member_and_waits_to_be_killed() {
+    let Ok(dir) = std::env::var("DRUIDCTL_LEAK_HELPER_DIR") else { return };
+    let binary = druidctl::sim::etcd::EtcdBinary::locate().unwrap();
+    let dir = std::path::PathBuf::from(dir);
+    let cluster = LocalCluster::start(&binary, &dir, 1, LocalClusterOptions::default()).await.unwrap();
+    std::fs::write(dir.join("ready"), cluster.member(0).pid().unwrap().to_string()).unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[test]
+fn a_killed_supervisor_leaves_no_etcd_behind() {
+    let Some(_) = require_etcd("kill -9 leak check") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["leak_helper_starts_a_member_and_waits_to_be_killed", "--exact", "--nocapture"])
+        .env("DRUIDCTL_LEAK_HELPER_DIR", dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = dir.path().join("ready");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(std::time::Instant::now() < deadline, "helper did not start etcd");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let etcd_pid: u32 = std::fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{etcd_pid}")).exists());
+    child.kill().unwrap(); // SIGKILL: no destructor runs in the child
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{etcd_pid}")).exists() && !is_zombie(etcd_pid) {
+        assert!(std::time::Instant::now() < deadline, "etcd {etcd_pid} outlived its killed supervisor");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

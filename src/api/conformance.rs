@@ -62,26 +62,10 @@ fn violations(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) 
                 violations(&schema["items"], item, &format!("{path}[{i}]"), out);
             }
         }
-        Some("string") => {
-            if !value.is_string() {
-                out.push(format!("{path}: want string"));
-            }
-        }
-        Some("integer") => {
-            if !(value.is_i64() || value.is_u64()) {
-                out.push(format!("{path}: want integer"));
-            }
-        }
-        Some("boolean") => {
-            if !value.is_boolean() {
-                out.push(format!("{path}: want boolean"));
-            }
-        }
-        Some("number") => {
-            if !value.is_number() {
-                out.push(format!("{path}: want number"));
-            }
-        }
+        Some("string") if !value.is_string() => out.push(format!("{path}: want string")),
+        Some("integer") if !(value.is_i64() || value.is_u64()) => out.push(format!("{path}: want integer")),
+        Some("boolean") if !value.is_boolean() => out.push(format!("{path}: want boolean")),
+        Some("number") if !value.is_number() => out.push(format!("{path}: want number")),
         _ => {}
     }
 }

@@ -51,6 +51,7 @@ pub mod types {
 }
 
 /// EtcdOperatorTaskSpec is the spec for an EtcdOperatorTask resource.
+#[allow(clippy::duplicated_attributes)] // false positive on repeated `printcolumn(type_ = …)`
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "druid.gardener.cloud",

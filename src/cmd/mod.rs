@@ -2,15 +2,21 @@
 //! Each command file turns arguments into a library call and prints the result; nothing here decides.
 
 pub mod completion;
+pub mod compact;
+pub mod copy_backups;
 pub mod exit;
 pub mod generate;
 pub mod install;
 pub mod list_resources;
+pub mod maintenance;
 pub mod protection;
 pub mod reconcile;
 pub mod resume_reconcile;
+pub mod serve;
+pub mod snapshot;
 pub mod status;
 pub mod suspend_reconcile;
+pub mod task;
 pub mod version;
 
 use std::path::PathBuf;
@@ -99,6 +105,18 @@ pub enum Command {
     Protection(protection::ProtectionArgs),
     /// Install the EtcdOperatorTask CRD and RBAC (and optionally `serve`) with server-side apply.
     Install(install::InstallArgs),
+    /// EtcdOperatorTasks: create (after checking preconditions), list, get, describe, watch, delete.
+    Task(task::TaskArgs),
+    /// Take a full or delta snapshot now (an OnDemandSnapshotTask).
+    Snapshot(snapshot::SnapshotArgs),
+    /// Compact the backups with the compaction Job now (an OnDemandSnapshotCompactionTask).
+    Compact(compact::CompactArgs),
+    /// etcd compaction and/or defragmentation now (an OnDemandMaintenanceTask).
+    Maintenance(maintenance::MaintenanceArgs),
+    /// Copy backups between object stores (a CopyBackupsTask).
+    CopyBackups(copy_backups::CopyBackupsArgs),
+    /// Run the EtcdOperatorTask controller (leader election, /metrics, /healthz, /readyz).
+    Serve(serve::ServeArgs),
     /// Shell completion (bash, zsh, fish, powershell), including Etcd names from the cluster.
     Completion(completion::CompletionArgs),
     /// Print the version.
@@ -186,6 +204,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Completion(a) => completion::exec(&mut ctx, a),
         Command::Generate(a) => generate::exec(&mut ctx, a),
         Command::Install(a) if a.print => install::print(&mut ctx, a),
+        Command::Serve(a) => serve::run(&mut ctx, a),
         other => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             rt.block_on(async move {
@@ -198,7 +217,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         Command::ResumeReconcile(a) => resume_reconcile::exec(&mut ctx, a).await,
                         Command::Protection(a) => protection::exec(&mut ctx, a).await,
                         Command::Install(a) => install::exec(&mut ctx, a).await,
-                        Command::Version(_) | Command::Completion(_) | Command::Generate(_) => unreachable!("handled above"),
+                        Command::Task(a) => task::exec(&mut ctx, a).await,
+                        Command::Snapshot(a) => snapshot::exec(&mut ctx, a).await,
+                        Command::Compact(a) => compact::exec(&mut ctx, a).await,
+                        Command::Maintenance(a) => maintenance::exec(&mut ctx, a).await,
+                        Command::CopyBackups(a) => copy_backups::exec(&mut ctx, a).await,
+                        Command::Version(_) | Command::Completion(_) | Command::Generate(_) | Command::Serve(_) => unreachable!("handled above"),
                     }
                 };
                 tokio::select! {

@@ -30,7 +30,7 @@ async fn reports(ctx: &Context, cluster: &druidctl::kube::Cluster, names: &[Stri
     let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
     let inputs = futures::future::try_join_all(etcds.into_iter().map(|e| health::collect(&cluster.client, e))).await?;
     let now = jiff::Timestamp::now();
-    Ok(inputs.iter().map(|i| health::assess(&i, now)).collect())
+    Ok(inputs.iter().map(|i| health::assess(i, now)).collect())
 }
 
 fn print(ctx: &mut Context, reports: &[HealthReport]) -> anyhow::Result<()> {

@@ -16,10 +16,10 @@ pub async fn get(client: &Client, key: &ObjectKey) -> Result<Etcd, ClusterError>
         Ok(e) => Ok(e),
         Err(e) => {
             let err = ClusterError::from_kube(e, &subject);
-            if matches!(err, ClusterError::NotFound { .. }) {
-                if let Some(hint) = elsewhere_hint(client, key).await {
-                    return Err(err.with_hint(hint));
-                }
+            if matches!(err, ClusterError::NotFound { .. })
+                && let Some(hint) = elsewhere_hint(client, key).await
+            {
+                return Err(err.with_hint(hint));
             }
             Err(err)
         }

@@ -105,10 +105,10 @@ impl Table {
         let header_cells: Vec<Cell> = self.headers.iter().map(|h| Cell::plain(h.to_uppercase())).collect();
         for r in std::iter::once(&header_cells).chain(self.rows.iter()) {
             let mut line = String::new();
-            for i in 0..cols {
+            for (i, width) in widths.iter().enumerate() {
                 let cell = r.get(i).cloned().unwrap_or_default();
                 let last = i + 1 == cols;
-                let pad = if last { 0 } else { widths[i] - cell.text.chars().count() + 3 };
+                let pad = if last { 0 } else { width - cell.text.chars().count() + 3 };
                 line.push_str(&cell.style.paint(&cell.text, color));
                 line.push_str(&" ".repeat(pad));
             }

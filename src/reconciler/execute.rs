@@ -87,6 +87,7 @@ impl Reconciler {
         };
         let mut handle = TaskHandle::new(self.api(&task), task);
         let result = self.run_steps(&mut handle, &stop).await;
+        tracing::debug!(task = %name, ?result, "execution ended");
         stop.cancel();
         stop_renewing.cancel();
         let _ = watcher.await;
@@ -137,7 +138,10 @@ impl Reconciler {
                 if stop.is_cancelled() {
                     return Ok(Next::RequeueAfter(Duration::ZERO));
                 }
-                match run_step(step.as_ref(), &cx, stop).await {
+                tracing::debug!(task = %task.metadata.name.as_deref().unwrap_or_default(), step = %name, failures, "running step");
+                let run = run_step(step.as_ref(), &cx, stop).await;
+                tracing::debug!(task = %task.metadata.name.as_deref().unwrap_or_default(), step = %name, ?run, "step ran");
+                match run {
                     Ok(StepRun::Done(how)) => {
                         handle.update_as_executor(|s| s.last_operation = Some(operation(name, OperationState::Completed, how))).await?;
                         break;
@@ -160,6 +164,7 @@ impl Reconciler {
                                 push_error(s, code, err.clone());
                             })
                             .await?;
+                        tracing::debug!(task = %task.metadata.name.as_deref().unwrap_or_default(), step = %name, ?delay, "retrying");
                         tokio::select! {
                             _ = stop.cancelled() => return Ok(Next::RequeueAfter(Duration::ZERO)),
                             _ = tokio::time::sleep(delay) => {}

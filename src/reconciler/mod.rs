@@ -51,6 +51,8 @@ pub struct ReconcilerOptions {
     pub backoff: Backoff,
     /// How soon a task waiting in the FIFO is looked at again.
     pub wait_requeue: Duration,
+    /// How soon a reconcile that failed (e.g. an API error) is retried.
+    pub error_requeue: Duration,
     /// TTL when `spec.ttlSecondsAfterFinished` is unset.
     pub default_ttl_seconds: i32,
     /// Whether to record events.
@@ -65,6 +67,7 @@ impl ReconcilerOptions {
             executor_lease: Duration::from_secs(15),
             backoff: Backoff::default(),
             wait_requeue: Duration::from_secs(2),
+            error_requeue: Duration::from_millis(500),
             default_ttl_seconds: crate::api::task::DEFAULT_TTL_SECONDS,
             events: true,
         }

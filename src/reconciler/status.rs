@@ -67,7 +67,7 @@ impl TaskHandle {
         self.current.metadata.name.clone().unwrap_or_default()
     }
 
-    async fn put(&mut self, f: &dyn Fn(&mut EtcdOperatorTaskStatus)) -> Result<(), kube::Error> {
+    async fn put(&mut self, f: &(dyn Fn(&mut EtcdOperatorTaskStatus) + Send + Sync)) -> Result<(), kube::Error> {
         let mut next = self.current.clone();
         let status = next.status.get_or_insert_with(Default::default);
         f(status);
@@ -86,13 +86,13 @@ impl TaskHandle {
     }
 
     /// One compare-and-swap: applies `f` to the status as last seen; a conflict is not retried.
-    pub async fn compare_and_swap(&mut self, f: impl Fn(&mut EtcdOperatorTaskStatus)) -> Result<(), WriteError> {
+    pub async fn compare_and_swap(&mut self, f: impl Fn(&mut EtcdOperatorTaskStatus) + Send + Sync) -> Result<(), WriteError> {
         self.put(&f).await.map_err(|e| self.classify(e))
     }
 
     /// Applies `f` as the task's executor: on a conflict, re-reads the task and applies `f` again as long as
     /// it is still `InProgress`.
-    pub async fn update_as_executor(&mut self, f: impl Fn(&mut EtcdOperatorTaskStatus)) -> Result<(), WriteError> {
+    pub async fn update_as_executor(&mut self, f: impl Fn(&mut EtcdOperatorTaskStatus) + Send + Sync) -> Result<(), WriteError> {
         for _ in 0..8 {
             match self.put(&f).await {
                 Ok(()) => return Ok(()),

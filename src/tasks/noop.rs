@@ -87,7 +87,7 @@ impl TaskPlan for NoOpPlan {
         // Only tasks with the same explicit key are duplicates; by default every no-op task is unique.
         match &self.key {
             Some(k) => format!("{TYPE}/{k}"),
-            None => format!("{TYPE}/{:p}", self as *const _),
+            None => format!("{TYPE}/{}", uuid::Uuid::new_v4()),
         }
     }
     fn needs_health(&self) -> bool {

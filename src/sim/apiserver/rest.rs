@@ -157,6 +157,8 @@ pub struct Ctx<'a> {
     pub dry_run: bool,
     /// fieldManager (query or derived from the User-Agent).
     pub manager: String,
+    /// `fieldValidation=Strict`: unknown fields of custom resources are an error instead of pruned.
+    pub strict: bool,
 }
 
 impl Ctx<'_> {
@@ -245,12 +247,147 @@ fn strip_status_for_spec(obj: &Value) -> Value {
     o
 }
 
+/// Paths present in `before` but removed by pruning in `after`.
+fn pruned_paths(before: &Value, after: &Value, prefix: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, bv) in b {
+                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                match a.get(k) {
+                    None => out.push(p),
+                    Some(av) => pruned_paths(bv, av, &p, out),
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(a)) => {
+            for (i, (bv, av)) in b.iter().zip(a.iter()).enumerate() {
+                pruned_paths(bv, av, &format!("{prefix}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+fn is_label_value(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 63
+            && v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+            && v.as_bytes()[0].is_ascii_alphanumeric()
+            && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric())
+}
+
+fn is_qualified_key(k: &str) -> bool {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    prefix.is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_label)) && !name.is_empty() && is_label_value(name)
+}
+
+/// Label and annotation syntax and the 256 KiB annotation limit.
+fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), ApiError> {
+    let mut causes: Vec<(String, String, String)> = Vec::new();
+    if let Some(labels) = obj.pointer("/metadata/labels").and_then(|l| l.as_object()) {
+        for (k, v) in labels {
+            if !is_qualified_key(k) {
+                causes.push(("FieldValueInvalid".into(), "metadata.labels".into(), format!("Invalid value: \"{k}\": {QUALIFIED_NAME_MSG}")));
+            }
+            let v = v.as_str().unwrap_or_default();
+            if v.len() > 63 {
+                causes.push(("FieldValueInvalid".into(), "metadata.labels".into(), format!("Invalid value: \"{v}\": must be no more than 63 characters")));
+            } else if !is_label_value(v) {
+                causes.push(("FieldValueInvalid".into(), "metadata.labels".into(), format!("Invalid value: \"{v}\": {LABEL_VALUE_MSG}")));
+            }
+        }
+    }
+    if let Some(ann) = obj.pointer("/metadata/annotations").and_then(|l| l.as_object()) {
+        let total: usize = ann.iter().map(|(k, v)| k.len() + v.as_str().map(str::len).unwrap_or(0)).sum();
+        if total > 262_144 {
+            causes.push(("FieldValueTooLong".into(), "metadata.annotations".into(), "Too long: may not be more than 262144 bytes".into()));
+        }
+        for k in ann.keys() {
+            if !is_qualified_key(k) {
+                causes.push(("FieldValueInvalid".into(), "metadata.annotations".into(), format!("Invalid value: \"{k}\": {QUALIFIED_NAME_MSG}")));
+            }
+        }
+    }
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&rt.kind, &rt.group, name, &causes)) }
+}
+
+/// Immutability rules of built-in kinds that clients run into (422 like kube-apiserver).
+fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<(), ApiError> {
+    let forbid = |field: &str, msg: &str| {
+        Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &[("FieldValueForbidden".into(), field.into(), format!("Forbidden: {msg}"))]))
+    };
+    match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
+        ("apps", "statefulsets") => {
+            let strip = |o: &Value| {
+                let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
+                if let Some(m) = spec.as_object_mut() {
+                    for f in ["replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"] {
+                        m.remove(f);
+                    }
+                }
+                spec
+            };
+            if strip(cur) != strip(new) {
+                return forbid("spec", "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden");
+            }
+        }
+        ("", "configmaps") | ("", "secrets") if cur.get("immutable").and_then(|i| i.as_bool()) == Some(true) => {
+            for f in ["data", "binaryData"] {
+                if cur.get(f) != new.get(f) {
+                    return forbid(f, "field is immutable when `immutable` is set");
+                }
+            }
+            if new.get("immutable") != cur.get("immutable") {
+                return forbid("immutable", "field is immutable when `immutable` is set");
+            }
+        }
+        ("", "persistentvolumeclaims") => {
+            let strip = |o: &Value| {
+                let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
+                if let Some(m) = spec.as_object_mut() {
+                    m.remove("resources");
+                    m.remove("volumeAttributesClassName");
+                    if o.pointer("/spec/volumeName").is_none() {
+                        m.remove("volumeName");
+                    }
+                }
+                spec
+            };
+            if strip(cur) != strip(new) {
+                return forbid("spec", "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims");
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Runs CRD defaulting, pruning and validation; returns the 422 on failure.
 fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope) -> Result<(), ApiError> {
     let Some(v) = ctx.rt.validators.get(&ctx.version).or_else(|| ctx.rt.validators.values().next()) else {
         return Ok(());
     };
+    let before = ctx.strict.then(|| obj.clone());
     v.default_and_prune(obj);
+    if let Some(before) = before {
+        let mut unknown = Vec::new();
+        pruned_paths(&before, obj, "", &mut unknown);
+        if !unknown.is_empty() {
+            let list: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
+                list.join(", "),
+                kind = ctx.rt.kind,
+                v = ctx.version
+            )));
+        }
+    }
     let errs = v.validate(obj, old, scope);
     if errs.is_empty() {
         return Ok(());
@@ -368,11 +505,14 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     };
     validate_name(&ctx.rt, &name)?;
     let md = obj["metadata"].as_object_mut().unwrap();
-    md.insert("name".into(), name.into());
+    md.insert("name".into(), name.clone().into());
     md.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
     md.insert("creationTimestamp".into(), now().into());
     md.remove("deletionTimestamp");
     md.remove("deletionGracePeriodSeconds");
+    if md.get("resourceVersion").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()) {
+        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+    }
     md.remove("resourceVersion");
     md.remove("selfLink");
     if ctx.rt.crd || generation_tracked(&ctx.rt.group, &ctx.rt.plural) {
@@ -380,11 +520,14 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     } else {
         md.remove("generation");
     }
+    // Status is reset on create for kinds with a status subresource (nodes keep it, like kube).
     if ctx.rt.status
+        && !(ctx.rt.group.is_empty() && ctx.rt.plural == "nodes")
         && let Some(m) = obj.as_object_mut()
     {
         m.remove("status");
     }
+    validate_metadata(&ctx.rt, &name, &obj)?;
     apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut obj);
     if ctx.rt.crd {
         validate_custom(ctx, &mut obj, None, Scope::Main)?;
@@ -625,6 +768,13 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         if explicit_rv && body_rv != cur_rv {
             return Err(ApiError::conflict(&ctx.rname(), name));
         }
+        let cur_uid = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
+        if let Some(uid) = new.pointer("/metadata/uid").and_then(|u| u.as_str())
+            && !uid.is_empty()
+            && uid != cur_uid
+        {
+            return Err(ApiError::conflict_msg(&ctx.rname(), name, format!("Operation cannot be fulfilled on {} \"{}\": Precondition failed: UID in precondition: {}, UID in object meta: {}", ctx.rname().qualified(), name, uid, cur_uid), vec![]));
+        }
         if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
             && n != name
         {
@@ -691,6 +841,10 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             }
         }
         apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut new);
+        if sub.is_none() {
+            check_immutable(ctx, name, &cur, &new)?;
+            validate_metadata(&ctx.rt, name, &new)?;
+        }
         if ctx.rt.crd {
             let scope = if sub == Some("status") { Scope::Status } else { Scope::Main };
             let old_out = ctx.out(&cur);
@@ -892,10 +1046,17 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
         ns: info.namespace.clone(),
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         manager: manager_name(&q, req.headers()),
+        strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
     };
     let ct = req.headers().get("content-type").and_then(|c| c.to_str().ok()).unwrap_or("application/json").split(';').next().unwrap_or("").trim().to_string();
     let accept = req.headers().get("accept").and_then(|c| c.to_str().ok()).unwrap_or("").to_string();
-    let as_table = accept.contains("as=Table");
+    let form = if accept.contains("as=Table") {
+        Form::Table
+    } else if accept.contains("as=PartialObjectMetadata") {
+        Form::Metadata
+    } else {
+        Form::Full
+    };
     let sub = info.subresource.as_deref();
     if let Some(s) = sub {
         let ok = (s == "status" && rt.status) || (s == "scale" && rt.scale.is_some()) || rt.extra_subresources.iter().any(|e| e == s);
@@ -919,6 +1080,15 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
     if sub == Some("proxy") {
         return super::proxy::forward(server, req, info).await;
     }
+    if sub == Some("eviction") {
+        if verb != "create" {
+            return error_response(&ApiError::method_not_allowed());
+        }
+        return match evict(&ctx, info.name.as_deref().unwrap_or_default()) {
+            Ok(v) => json_response(201, &v),
+            Err(e) => error_response(&e),
+        };
+    }
     if sub == Some("log") {
         return Response::builder().status(200).header("content-type", "text/plain").body(full("")).unwrap();
     }
@@ -935,7 +1105,7 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
             list(&ctx, &opts).map(|v| (200, v))
         }
         "watch" => {
-            return super::watch::serve(&ctx, &q, info, as_table).await;
+            return super::watch::serve(&ctx, &q, info, form).await;
         }
         "create" => match parse_body(req.body(), &ct) {
             Ok(b) => create(&ctx, b, None).map(|v| (201, v)),
@@ -986,15 +1156,71 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
     };
     match result {
         Ok((code, v)) => {
-            if as_table && (verb == "get" || verb == "list") {
-                let include = q.get("includeObject").cloned().unwrap_or_default();
-                json_response(code, &super::table::to_table(&rt, &v, verb == "list", &include))
-            } else {
-                json_response(code, &v)
+            match form {
+                Form::Table if verb == "get" || verb == "list" => {
+                    let include = q.get("includeObject").cloned().unwrap_or_default();
+                    json_response(code, &super::table::to_table(&rt, &v, verb == "list", &include))
+                }
+                Form::Metadata if verb == "get" => json_response(code, &partial_metadata(&v)),
+                Form::Metadata if verb == "list" => {
+                    let items: Vec<Value> = v.get("items").and_then(|i| i.as_array()).map(|a| a.iter().map(partial_metadata).collect()).unwrap_or_default();
+                    json_response(code, &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": v.get("metadata"), "items": items}))
+                }
+                _ => json_response(code, &v),
             }
         }
         Err(e) => error_response(&e),
     }
+}
+
+/// The pod eviction subresource: honours PodDisruptionBudgets (429 when no disruption is allowed),
+/// then deletes the pod and consumes one allowed disruption.
+fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
+    let pod = get(ctx, name)?;
+    let ns = ctx.ns_key();
+    let pdbs: Vec<Value> = {
+        let st = ctx.server.inner.state.lock().unwrap();
+        st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns)).iter().map(|p| (**p).clone()).collect()
+    };
+    for pdb in pdbs {
+        let sel = LabelSelector::from_json(pdb.pointer("/spec/selector").unwrap_or(&Value::Null));
+        if sel.0.is_empty() || !sel.matches(&pod) {
+            continue;
+        }
+        let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(|d| d.as_i64()).unwrap_or(0);
+        let pdb_name = pdb.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+        if allowed < 1 {
+            let desired = pdb.pointer("/status/desiredHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
+            let current = pdb.pointer("/status/currentHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
+            let mut e = ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
+            e.details = Some(json!({"causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently")}]}));
+            return Err(e);
+        }
+        if !ctx.dry_run {
+            ctx.server.with_system_ctx("policy", "poddisruptionbudgets", Some(&ns), |pctx| {
+                let patch = json!({"status": {"disruptionsAllowed": allowed - 1}});
+                let _ = update(pctx, &pdb_name, Mutation::Patch("application/merge-patch+json", &patch), Some("status"));
+            });
+        }
+    }
+    delete(ctx, name, &DeleteOpts::default())?;
+    Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
+}
+
+/// Representation requested through `Accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The object itself.
+    Full,
+    /// `meta.k8s.io/v1` Table.
+    Table,
+    /// `meta.k8s.io/v1` PartialObjectMetadata.
+    Metadata,
+}
+
+/// The `PartialObjectMetadata` view of an object.
+pub fn partial_metadata(o: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
 /// Deletes every object matching the selectors; returns the list of deleted objects.
@@ -1005,7 +1231,7 @@ pub fn deletecollection(ctx: &Ctx, lopts: &ListOpts, dopts: &DeleteOpts) -> Resu
     for it in items {
         let name = it.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
         let ns = it.pointer("/metadata/namespace").and_then(|n| n.as_str()).map(String::from);
-        let c2 = Ctx { server: ctx.server, user: ctx.user, rt: ctx.rt.clone(), version: ctx.version.clone(), ns, dry_run: ctx.dry_run, manager: ctx.manager.clone() };
+        let c2 = Ctx { server: ctx.server, user: ctx.user, rt: ctx.rt.clone(), version: ctx.version.clone(), ns, dry_run: ctx.dry_run, manager: ctx.manager.clone(), strict: false };
         match delete(&c2, &name, dopts) {
             Ok(v) => out.push(v),
             Err(e) if e.code == 404 => {}
@@ -1045,7 +1271,7 @@ impl ApiServer {
     pub(crate) fn create_internal(&self, group: &str, plural: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
         let rt = self.inner.state.lock().unwrap().resource(group, plural).ok_or_else(ApiError::no_route)?;
         let user = UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()] };
-        let ctx = Ctx { server: self, user: &user, version: rt.preferred().to_string(), rt, ns: ns.map(String::from), dry_run: false, manager: "kube-apiserver".into() };
+        let ctx = Ctx { server: self, user: &user, version: rt.preferred().to_string(), rt, ns: ns.map(String::from), dry_run: false, manager: "kube-apiserver".into(), strict: false };
         create(&ctx, obj, None)
     }
 
@@ -1053,7 +1279,7 @@ impl ApiServer {
     pub(crate) fn with_system_ctx<R>(&self, group: &str, plural: &str, ns: Option<&str>, f: impl FnOnce(&Ctx) -> R) -> Option<R> {
         let rt = self.inner.state.lock().unwrap().resource(group, plural)?;
         let user = UserInfo { name: "system:serviceaccount:kube-system:generic-garbage-collector".into(), groups: vec!["system:masters".into()] };
-        let ctx = Ctx { server: self, user: &user, version: rt.preferred().to_string(), rt, ns: ns.map(String::from), dry_run: false, manager: "kube-controller-manager".into() };
+        let ctx = Ctx { server: self, user: &user, version: rt.preferred().to_string(), rt, ns: ns.map(String::from), dry_run: false, manager: "kube-controller-manager".into(), strict: false };
         Some(f(&ctx))
     }
 }

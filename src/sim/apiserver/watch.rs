@@ -10,7 +10,7 @@ use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
 
-use super::rest::{Body, Ctx, ResInfo, error_response, list_opts};
+use super::rest::{Body, Ctx, Form, ResInfo, error_response, list_opts, partial_metadata};
 use super::status::ApiError;
 use super::store::WatchItem;
 
@@ -21,7 +21,7 @@ fn encode(kind: &str, obj: &Value) -> Bytes {
 }
 
 /// Serves a watch request.
-pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, as_table: bool) -> Response<Body> {
+pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, form: Form) -> Response<Body> {
     let mut opts = match list_opts(q, &ctx.rt) {
         Ok(o) => o,
         Err(e) => return error_response(&e),
@@ -96,13 +96,17 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, a
                 item = rx.recv() => match item {
                     None | Some(WatchItem::Close) => break,
                     Some(WatchItem::Event(t, o, ev)) => {
-                        let plain = !as_table && rt.group != "events.k8s.io" && o.get("apiVersion").and_then(|a| a.as_str()) == Some(api_version.as_str());
+                        let plain = form == Form::Full && rt.group != "events.k8s.io" && o.get("apiVersion").and_then(|a| a.as_str()) == Some(api_version.as_str());
                         match ev {
                             Some(ev) if plain && ev.kind == t => ev.encoded.get_or_init(|| encode(t.as_str(), &o)).clone(),
                             _ => {
                                 let mut o = if rt.group == "events.k8s.io" { super::events::to_external(&o) } else { (*o).clone() };
                                 o["apiVersion"] = api_version.clone().into();
-                                let o = if as_table { super::table::to_table(&rt, &o, false, "") } else { o };
+                                let o = match form {
+                                    Form::Table => super::table::to_table(&rt, &o, false, ""),
+                                    Form::Metadata => partial_metadata(&o),
+                                    Form::Full => o,
+                                };
                                 encode(t.as_str(), &o)
                             }
                         }

@@ -24,8 +24,8 @@ impl Default for LocalClusterOptions {
     fn default() -> Self {
         LocalClusterOptions {
             name_prefix: "etcd".into(),
-            heartbeat_ms: 50,
-            election_ms: 500,
+            heartbeat_ms: 100,
+            election_ms: 1000,
             ready_timeout: Duration::from_secs(20),
         }
     }
@@ -179,6 +179,25 @@ async fn promote_when_synced(cluster: &LocalCluster, id: u64, timeout: Duration)
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Runs `op` until it succeeds, fails with a non-transient error, or `timeout` passes; transient errors
+/// ([`EtcdError::is_unavailable`]: timeouts, no leader) are retried — elections on a loaded machine
+/// take a moment.
+pub async fn retry_transient<T, F, Fut>(timeout: Duration, mut op: F) -> Result<T, EtcdError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, EtcdError>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match op().await {
+            Err(e) if e.is_unavailable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
         }
     }
 }

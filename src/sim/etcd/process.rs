@@ -76,8 +76,8 @@ impl MemberConfig {
             initial_cluster: format!("{name}=http://127.0.0.1:{peer_port}"),
             initial_cluster_state: ClusterState::New,
             initial_cluster_token: "etcd-cluster".to_string(),
-            heartbeat_ms: 50,
-            election_ms: 500,
+            heartbeat_ms: 100,
+            election_ms: 1000,
             snapshot_count: None,
             log_file: log_file.into(),
         }

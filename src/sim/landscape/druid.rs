@@ -224,10 +224,6 @@ fn status_equal(a: &Value, b: &Value) -> bool {
     a.as_object().is_some_and(|ao| ao.iter().all(|(k, v)| b.get(k) == Some(v)))
 }
 
-fn parse_time(s: Option<&str>) -> Option<jiff::Timestamp> {
-    s?.parse().ok()
-}
-
 async fn observe_status(ctx: &Ctx, client: &Client, etcd: &Etcd, reconciled_now: bool) -> Result<Value, LandscapeError> {
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
     let names = etcd.managed_names();
@@ -299,7 +295,6 @@ async fn observe_status(ctx: &Ctx, client: &Client, etcd: &Etcd, reconciled_now:
     } else {
         etcd.status.as_ref().and_then(|s| s.observed_generation)
     };
-    let _ = parse_time(None);
     let obs = EtcdObservation {
         observed_generation,
         sts_replicas,
@@ -309,6 +304,11 @@ async fn observe_status(ctx: &Ctx, client: &Client, etcd: &Etcd, reconciled_now:
         backup,
         volumes,
         selector: format!("{LABEL_PART_OF}={},app.kubernetes.io/managed-by=etcd-druid", etcd.metadata.name.clone().unwrap_or_default()),
+        selector_labels: [
+            (LABEL_PART_OF.to_string(), etcd.metadata.name.clone().unwrap_or_default()),
+            ("app.kubernetes.io/managed-by".to_string(), "etcd-druid".to_string()),
+        ]
+        .into(),
     };
     Ok(compute_status(&obs, jiff::Timestamp::now()))
 }

@@ -470,8 +470,8 @@ impl MemberRuntime {
             self.state.lock().expect("state").pending_deltas = deltas;
         }
         if let Some(id) = promotion
-            && healthy
-            && self.process.client().member_promote(id).await.is_ok()
+            && status.is_some()
+            && self.promote_through_peers(ctx, id).await
         {
             tracing::info!(pod = %self.pod, "learner promoted");
             self.state.lock().expect("state").pending_promotion = None;
@@ -495,6 +495,28 @@ impl MemberRuntime {
         } else {
             self.state.lock().expect("state").registered_backend = false;
         }
+    }
+
+    /// MemberPromote through another member (a learner cannot serve it); false while not yet in sync.
+    async fn promote_through_peers(&self, ctx: &Ctx, id: u64) -> bool {
+        let peers: Vec<EtcdClient> = ctx
+            .members
+            .lock()
+            .expect("members")
+            .values()
+            .filter(|m| m.namespace == self.namespace && m.etcd == self.etcd && m.pod != self.pod)
+            .map(|m| m.etcd_client().with_timeout(Duration::from_secs(2)))
+            .collect();
+        for p in peers {
+            match p.member_promote(id).await {
+                Ok(()) => return true,
+                Err(EtcdError::Server { message, .. }) if message.contains("not found") || message.contains("not a learner") => {
+                    return true;
+                }
+                Err(e) => tracing::debug!(pod = %self.pod, error = %e, "promotion not possible yet"),
+            }
+        }
+        false
     }
 
     async fn handle_not_running(self: &Arc<Self>, ctx: &Arc<Ctx>) {

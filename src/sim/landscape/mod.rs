@@ -119,8 +119,8 @@ impl LandscapeOptions {
             lease_seconds: 3,
             full_snapshot_interval: Duration::from_secs(300),
             delta_snapshot_interval: Duration::from_secs(5),
-            heartbeat_ms: 50,
-            election_ms: 500,
+            heartbeat_ms: 100,
+            election_ms: 1000,
             dwd_dependents: vec!["kube-controller-manager".into(), "machine-controller-manager".into()],
         }
     }

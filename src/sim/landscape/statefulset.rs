@@ -85,7 +85,7 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
             let pod_name = format!("{name}-{i}");
             let pvc = format!("{claim}-{name}-{i}");
             if !pvc_names.contains(&(ns.clone(), pvc.clone())) {
-                create_pvc(ctx, &ns, &pvc, sts, &spec).await;
+                create_pvc(ctx, &ns, &pvc, &spec).await;
             }
             if !owned.contains_key(&i) {
                 let rt = ensure_runtime(ctx, &ns, &pod_name, &name, &pvc).await?;
@@ -183,7 +183,7 @@ async fn ensure_runtime(ctx: &Arc<Ctx>, ns: &str, pod: &str, sts: &str, pvc: &st
     Ok(rt)
 }
 
-async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, sts: &StatefulSet, spec: &k8s_openapi::api::apps::v1::StatefulSetSpec) {
+async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::apps::v1::StatefulSetSpec) {
     let tmpl = spec.volume_claim_templates.as_ref().and_then(|t| t.first()).cloned().unwrap_or_default();
     let labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
     let obj = json!({
@@ -191,7 +191,6 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, sts: &StatefulSet, spec: &k8
         "metadata": {"name": pvc, "namespace": ns, "labels": labels},
         "spec": tmpl.spec.map(|s| serde_json::to_value(s).unwrap_or_default()).unwrap_or_else(|| json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}})),
     });
-    let _ = sts;
     let Ok(obj) = serde_json::from_value::<PersistentVolumeClaim>(obj) else { return };
     let api = api::<PersistentVolumeClaim>(ctx, Some(ns));
     if api.create(&PostParams::default(), &obj).await.is_ok() {

@@ -55,6 +55,8 @@ pub struct EtcdObservation {
     pub volumes: Vec<(String, bool)>,
     /// Label selector of the pods, as a string.
     pub selector: String,
+    /// The same selector as labels.
+    pub selector_labels: std::collections::BTreeMap<String, String>,
 }
 
 /// Grace period (in lease durations) after which an expired lease makes a member `NotReady`.
@@ -122,7 +124,7 @@ pub fn compute_status(obs: &EtcdObservation, now: Timestamp) -> Value {
         "currentReplicas": obs.current_replicas,
         "readyReplicas": obs.ready_replicas,
         "ready": size > 0 && obs.ready_replicas == size && quorate,
-        "labelSelector": obs.selector,
+        "labelSelector": {"matchLabels": obs.selector_labels},
         "selector": obs.selector,
     });
     if let Some(g) = obs.observed_generation {

@@ -521,7 +521,51 @@ pub(crate) fn compile_tree(
         || s.all_of.iter().any(|a| a.has_rules);
 }
 
-fn compile_expr(src: &str, node: &Schema, resource_root: bool) -> Result<(Program, bool), String> {
+/// The CEL type of an expression's result when it is evident (literals, operators, schema nodes).
+fn result_type(e: &IdedExpr, ty: Ty<'_>) -> Option<&'static str> {
+    use cel::common::ast::LiteralValue as L;
+    match &e.expr {
+        Expr::Literal(L::Boolean(_)) => Some("bool"),
+        Expr::Literal(L::Int(_)) => Some("int"),
+        Expr::Literal(L::UInt(_)) => Some("uint"),
+        Expr::Literal(L::Double(_)) => Some("double"),
+        Expr::Literal(L::String(_)) => Some("string"),
+        Expr::Literal(L::Bytes(_)) => Some("bytes"),
+        Expr::Literal(L::Null) => Some("null_type"),
+        Expr::List(_) => Some("list"),
+        Expr::Map(_) => Some("map"),
+        Expr::Select(sel) if sel.test => Some("bool"),
+        Expr::Call(c)
+            if [
+                "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_&&_", "_||_", "!_", "@in",
+            ]
+            .contains(&c.func_name.as_str()) =>
+        {
+            Some("bool")
+        }
+        _ => match ty {
+            Ty::Node(s, _) if !s.int_or_string => match s.ty.as_deref()? {
+                "boolean" => Some("bool"),
+                "string" if s.format.is_none() => Some("string"),
+                "integer" => Some("int"),
+                "number" => Some("double"),
+                "array" => Some("list"),
+                "object" => Some("map"),
+                _ => None,
+            },
+            _ => None,
+        },
+    }
+}
+
+/// Compiles one expression whose result must be of type `want` (`bool` for rules, `string` for
+/// messageExpressions).
+fn compile_expr(
+    src: &str,
+    node: &Schema,
+    resource_root: bool,
+    want: &str,
+) -> Result<(Program, bool), String> {
     let program = ENV
         .compile(src)
         .map_err(|e| format!("compilation failed: {e}"))?;
@@ -530,9 +574,18 @@ fn compile_expr(src: &str, node: &Schema, resource_root: bool) -> Result<(Progra
         uses_old_self: false,
         errors: Vec::new(),
     };
-    checker.check(program.expression(), &HashMap::new());
+    let ty = checker.check(program.expression(), &HashMap::new());
     if let Some(first) = checker.errors.first() {
         return Err(format!("compilation failed: ERROR: <input>: {first}"));
+    }
+    if let Some(got) = result_type(program.expression(), ty)
+        && got != want
+    {
+        return Err(if want == "bool" {
+            format!("compilation failed: cel expression must evaluate to a bool (found {got})")
+        } else {
+            format!("messageExpression must evaluate to a string (found {got})")
+        });
     }
     Ok((program, checker.uses_old_self))
 }
@@ -546,11 +599,11 @@ fn compile_rule(
         return Err(("rule", "Required value".into()));
     }
     let (program, uses_old_self) =
-        compile_expr(&spec.rule, node, resource_root).map_err(|e| ("rule", e))?;
+        compile_expr(&spec.rule, node, resource_root, "bool").map_err(|e| ("rule", e))?;
     let message_program = match &spec.message_expression {
         Some(src) => {
-            let (p, _) =
-                compile_expr(src, node, resource_root).map_err(|e| ("messageExpression", e))?;
+            let (p, _) = compile_expr(src, node, resource_root, "string")
+                .map_err(|e| ("messageExpression", e))?;
             Some(Arc::new(p))
         }
         None => None,

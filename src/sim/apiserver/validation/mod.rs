@@ -10,10 +10,24 @@
 //! let errs: Vec<FieldError> = v.validate(&obj, old.as_ref(), Scope::Main);
 //! ```
 //!
-//! Files: [`schema`] parses the structural schema, [`defaulting`] prunes and defaults,
-//! [`structural`] and [`formats`] validate values like kube-openapi, [`cel_rules`] compiles and
-//! evaluates `x-kubernetes-validations` with [`cel_library`] (the Kubernetes CEL functions), and
-//! [`errors`] prints field errors exactly like `k8s.io/apimachinery`.
+//! Files: `schema` parses the structural schema, `defaulting` prunes and defaults,
+//! `structural` and `formats` validate values like kube-openapi, `cel_rules` compiles and
+//! evaluates `x-kubernetes-validations` with `cel_library` (the Kubernetes CEL functions), and
+//! `errors` prints field errors exactly like `k8s.io/apimachinery`.
+//!
+//! Messages follow kube-apiserver 1.35+ (kubernetes/kubernetes#132798, #133832): a failed CEL
+//! rule prints the value of a scalar (`spec.replicas: Invalid value: 1: ...`) and no value for
+//! objects and arrays (`spec: Invalid value: <message>`); before 1.35 it printed the type
+//! (`Invalid value: "object"`). Schema errors that make rules meaningless (type, required, enum,
+//! too long, too many) skip the rules and add kube's `<nil>: ... some validation rules were not
+//! checked` cause. Unchanged values are ratcheted on update (`CRDValidationRatcheting`).
+//!
+//! Approximated: rules are checked at compile time for syntax, variables, functions, field
+//! names against the schema and an evident non-bool result, but argument types are not
+//! type-checked (a mismatch surfaces at evaluation, as `no such overload`); there is no CEL cost
+//! budget; list-type set/map values compare in order in `==`; quantities compute in `f64`; the
+//! `format`, `semver` and authz CEL libraries are not provided (a rule using them fails to
+//! compile, it is never skipped).
 
 use std::sync::Arc;
 

@@ -470,12 +470,14 @@ fn rules_that_do_not_compile_are_reported_not_skipped() {
                 {"rule": "noSuchFunction(self.a)"},
                 {"rule": "self.a ==", "message": "broken"},
                 {"rule": "self.a.size() > 0", "reason": "Bogus"},
-                {"rule": "other == 1"}
+                {"rule": "other == 1"},
+                {"rule": "self.a"},
+                {"rule": "true", "messageExpression": "1"}
             ]}}
     });
     let errs = CrdValidator::new(&schema).expect_err("must not compile");
     let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-    assert_eq!(errs.len(), 5, "{text:?}");
+    assert_eq!(errs.len(), 7, "{text:?}");
     assert!(
         text[0].contains("x-kubernetes-validations[1].rule")
             && text[0].contains("undefined field 'b'"),
@@ -492,6 +494,14 @@ fn rules_that_do_not_compile_are_reported_not_skipped() {
     assert!(text[3].contains("reason"), "{text:?}");
     assert!(
         text[4].contains("undeclared reference to 'other'"),
+        "{text:?}"
+    );
+    assert!(
+        text[5].contains("must evaluate to a bool (found string)"),
+        "{text:?}"
+    );
+    assert!(
+        text[6].contains("[7].messageExpression") && text[6].contains("must evaluate to a string"),
         "{text:?}"
     );
 }

@@ -1,0 +1,26 @@
+//! `compact ETCD`: an `OnDemandSnapshotCompactionTask` (the compaction Job `ETCD-compactor`).
+
+use clap::Args;
+use druidctl::api::task::types;
+
+use super::Context;
+use super::task::{RunArgs, run_task, shortcut_waits};
+
+/// Arguments of `compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// The Etcd: NAME or NAMESPACE/NAME.
+    #[arg(value_name = "ETCD")]
+    pub etcd: String,
+    /// Do not wait for the task even on a terminal.
+    #[arg(long, conflicts_with = "wait")]
+    pub no_wait: bool,
+    /// How to run it.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Runs `compact`.
+pub async fn exec(ctx: &mut Context, args: CompactArgs) -> anyhow::Result<()> {
+    run_task(ctx, types::ON_DEMAND_SNAPSHOT_COMPACTION, &args.etcd, None, &shortcut_waits(&args.run, args.no_wait)).await
+}

@@ -1,0 +1,160 @@
+//! `serve`: the EtcdOperatorTask controller — namespace (`-n`) or cluster (`-A`) scope, `--workers`, leader
+//! election on a Lease, `/metrics` `/healthz` `/readyz`, graceful shutdown on SIGTERM/SIGINT (running steps stop
+//! at a safe point and leases are released), structured logs (`--log-format json`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use druidctl::kube::{AccessOptions, connect};
+use druidctl::reconciler::controller::{self, ControllerOptions, Health, LeaderElection};
+use druidctl::reconciler::{Reconciler, ReconcilerOptions};
+use druidctl::tasks::Registry;
+use tokio_util::sync::CancellationToken;
+
+use super::{Context, parse_duration};
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Concurrent reconciles (tasks of different Etcds run in parallel; one Etcd's tasks run in order).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub workers: usize,
+    /// Where /metrics, /healthz and /readyz listen.
+    #[arg(long, default_value = "127.0.0.1:9090", value_name = "ADDR")]
+    pub metrics_addr: SocketAddr,
+    /// Elect a leader among replicas with a Lease (--leader-elect=false: run unconditionally).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease (default: the watched namespace, or "default" with -A).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Duration of the leader and executor Leases.
+    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// Identity in Leases and events (default: host name and process id).
+    #[arg(long, value_name = "NAME")]
+    pub identity: Option<String>,
+    /// TTL of finished tasks that set none, in seconds.
+    #[arg(long, default_value_t = druidctl::api::task::DEFAULT_TTL_SECONDS, value_name = "SECONDS")]
+    pub default_ttl: i32,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t)]
+    pub log_format: LogFormat,
+}
+
+fn init_logging(format: LogFormat, verbose: u8) {
+    let level = match verbose {
+        0 => "info",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("druidctl={level},kube=warn")));
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+fn default_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .unwrap_or_else(|| "druidctl".into());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Runs `serve` on its own runtime, so that SIGTERM and Ctrl-C shut it down gracefully.
+pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format, ctx.global.verbose);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(serve(ctx, args))
+}
+
+async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
+    let cluster = connect(&AccessOptions {
+        kubeconfig: ctx.global.kubeconfig.clone(),
+        context: ctx.global.context.clone(),
+        namespace: ctx.global.namespace.clone(),
+        request_timeout: ctx.global.request_timeout.0,
+        prefer_in_cluster: true,
+    })
+    .await?;
+    let scope = if ctx.global.all_namespaces { None } else { Some(ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone())) };
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let mut opts = ReconcilerOptions::new(&identity);
+    opts.executor_lease = args.lease_duration;
+    opts.default_ttl_seconds = args.default_ttl;
+    let stop = CancellationToken::new();
+    let base = Arc::new(Reconciler::new(cluster.client.clone(), Arc::new(Registry::standard()), opts));
+    let health = Arc::new(Health::default());
+    let bound = controller::serve_endpoints(args.metrics_addr, base.metrics.clone(), health.clone(), stop.clone()).await?;
+    tracing::info!(%identity, namespace = scope.as_deref().unwrap_or("(all)"), workers = args.workers, metrics = %bound, "serving");
+    let copts = ControllerOptions { namespace: scope.clone(), workers: args.workers, resync: Duration::from_secs(30) };
+    let run = {
+        let (stop, health) = (stop.clone(), health.clone());
+        async move {
+            if args.leader_elect {
+                let election = LeaderElection {
+                    namespace: args.leader_election_namespace.clone().or(scope).unwrap_or_else(|| "default".into()),
+                    name: controller::LEADER_LEASE.into(),
+                    lease: args.lease_duration,
+                };
+                controller::run_with_leader_election(base, copts, election, stop, health).await;
+            } else {
+                health.started.store(true, Ordering::SeqCst);
+                health.leading.store(true, Ordering::SeqCst);
+                let term = Arc::new(Reconciler {
+                    client: base.client.clone(),
+                    registry: base.registry.clone(),
+                    opts: base.opts.clone(),
+                    metrics: base.metrics.clone(),
+                    shutdown: stop.clone(),
+                });
+                let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let poll = {
+                    let (synced, health, stop) = (synced.clone(), health.clone(), stop.clone());
+                    tokio::spawn(async move {
+                        while !stop.is_cancelled() {
+                            health.synced.store(synced.load(Ordering::SeqCst), Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                    })
+                };
+                controller::run(term, copts, synced).await;
+                let _ = poll.await;
+            }
+        }
+    };
+    let mut run = std::pin::pin!(run);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = &mut run => return Ok(()),
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
+    }
+    health.stopping.store(true, Ordering::SeqCst);
+    stop.cancel();
+    // Running steps stop at their next safe point; their status already names the step, and their leases are
+    // released so another replica takes over at once.
+    if tokio::time::timeout(Duration::from_secs(60), run).await.is_err() {
+        tracing::warn!("shutdown took longer than 60s; exiting");
+    }
+    Ok(())
+}

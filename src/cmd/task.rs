@@ -1,0 +1,506 @@
+//! `task create|list|get|describe|watch|delete`: EtcdOperatorTasks (DEP-05), and the runner the shortcuts
+//! (`snapshot`, `compact`, `maintenance`, `copy-backups`) share.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use druidctl::api::EtcdOperatorTask;
+use druidctl::kube::annotate::AnnotateError;
+use druidctl::kube::error::Subject;
+use druidctl::kube::{Cluster, ClusterError, UsageError};
+use druidctl::output::{Cell, OutputFormat, Printable, Style, Table, age};
+use druidctl::reconciler::{Reconciler, ReconcilerOptions};
+use druidctl::tasks::Registry;
+use druidctl::tasks::ops::{self, TaskOpsError, TaskRequest, Transition};
+use kube::api::{Api, DeleteParams, ListParams};
+
+use super::{Context, parse_duration};
+
+/// Arguments of `task`.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: TaskAction,
+}
+
+/// `task` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TaskAction {
+    /// Create an EtcdOperatorTask after checking its preconditions; --wait follows it to the end.
+    Create(CreateArgs),
+    /// List tasks (-A for every namespace).
+    List(ListArgs),
+    /// Show tasks by name (-o yaml for the whole resource).
+    Get(GetArgs),
+    /// Show one task in detail: config, state, steps, errors, events.
+    Describe(DescribeArgs),
+    /// Stream state and step transitions (-o jsonl for scripts); ends when a named task finishes.
+    Watch(WatchArgs),
+    /// Delete tasks (their finalizer deletes what they created).
+    Delete(DeleteArgs),
+}
+
+/// How a task is run: shared by `task create` and the shortcuts.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Delete the task this many seconds after it finished (default: 3600).
+    #[arg(long, value_name = "SECONDS")]
+    pub ttl: Option<i32>,
+    /// Follow the task until it finished; the exit code says how (0 succeeded, 1 failed, 3 rejected, 7 timeout).
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Create the task even if its preconditions do not hold now (the executor checks them again).
+    #[arg(long)]
+    pub force: bool,
+    /// Execute the task in this process instead of waiting for `druidctl serve` (implies --wait).
+    #[arg(long)]
+    pub local: bool,
+}
+
+/// Arguments of `task create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Task type, e.g. OnDemandSnapshotTask, OnDemandSnapshotCompactionTask, OnDemandMaintenanceTask, CopyBackupsTask.
+    #[arg(value_name = "TYPE")]
+    pub type_: String,
+    /// The Etcd: NAME or NAMESPACE/NAME.
+    #[arg(long, value_name = "ETCD")]
+    pub etcd: String,
+    /// The task config (YAML) from FILE, or `-` for stdin.
+    #[arg(long, value_name = "FILE|-")]
+    pub config: Option<PathBuf>,
+    /// How to run it.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Arguments of `task list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only tasks of this Etcd.
+    #[arg(long, value_name = "ETCD")]
+    pub etcd: Option<String>,
+}
+
+/// Arguments of `task get`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// Task names.
+    #[arg(value_name = "TASK", required = true)]
+    pub names: Vec<String>,
+}
+
+/// Arguments of `task describe`.
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// Task name.
+    #[arg(value_name = "TASK")]
+    pub name: String,
+}
+
+/// Arguments of `task watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Task name (default: every task in the namespace, until Ctrl-C).
+    #[arg(value_name = "TASK")]
+    pub name: Option<String>,
+    /// How long to watch a named task.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+}
+
+/// Arguments of `task delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// Task names.
+    #[arg(value_name = "TASK", required = true)]
+    pub names: Vec<String>,
+}
+
+/// Runs `task`.
+pub async fn exec(ctx: &mut Context, args: TaskArgs) -> anyhow::Result<()> {
+    match args.action {
+        TaskAction::Create(a) => {
+            let config = read_config(a.config.as_deref())?;
+            run_task(ctx, &a.type_, &a.etcd, config, &a.run).await
+        }
+        TaskAction::List(a) => list(ctx, a).await,
+        TaskAction::Get(a) => get(ctx, a).await,
+        TaskAction::Describe(a) => describe(ctx, a).await,
+        TaskAction::Watch(a) => watch(ctx, a).await,
+        TaskAction::Delete(a) => delete(ctx, a).await,
+    }
+}
+
+fn read_config(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let Some(path) = path else { return Ok(None) };
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text).map_err(|e| UsageError(format!("cannot read the config from stdin: {e}")))?;
+    } else {
+        text = std::fs::read_to_string(path).map_err(|e| UsageError(format!("cannot read config file {}: {e}", path.display())))?;
+    }
+    Ok(Some(text))
+}
+
+/// `NAME` or `NAMESPACE/NAME` of an Etcd, against `-n` and the context namespace.
+fn etcd_target(ctx: &Context, cluster_ns: &str, etcd: &str) -> Result<(String, String), UsageError> {
+    match etcd.split_once('/') {
+        Some((ns, name)) => {
+            if let Some(explicit) = &ctx.global.namespace
+                && explicit != ns
+            {
+                return Err(UsageError(format!("--etcd {etcd} names namespace {ns:?} but -n says {explicit:?}")));
+            }
+            Ok((ns.to_string(), name.to_string()))
+        }
+        None if etcd.is_empty() => Err(UsageError("--etcd needs a name".into())),
+        None => Ok((ctx.global.namespace.clone().unwrap_or_else(|| cluster_ns.to_string()), etcd.to_string())),
+    }
+}
+
+fn namespace(ctx: &Context, cluster: &Cluster) -> String {
+    ctx.global.namespace.clone().unwrap_or_else(|| cluster.namespace.clone())
+}
+
+/// Turns a task outcome into the error the exit-code table classifies: rejected/refused → 3, timeout → 7,
+/// invalid config → 2, failed → 1.
+fn classified(e: TaskOpsError) -> anyhow::Error {
+    match e {
+        TaskOpsError::Cluster(c) => c.into(),
+        TaskOpsError::Invalid(i) => UsageError(i.to_string()).into(),
+        e @ (TaskOpsError::Refused(_) | TaskOpsError::Rejected { .. } | TaskOpsError::NoExecutor { .. }) => {
+            AnnotateError::Rejected(e.to_string()).into()
+        }
+        TaskOpsError::Timeout { task, state, step, after } => ClusterError::Timeout {
+            after,
+            what: format!(
+                "waiting for task {task} (still {state}{})",
+                step.map(|s| format!(" at {s}")).unwrap_or_default()
+            ),
+        }
+        .into(),
+        e @ TaskOpsError::Failed { .. } => anyhow::anyhow!(e),
+    }
+}
+
+/// Creates a task of `type_` for `etcd` and runs it as `run` says (shared by `task create` and shortcuts).
+pub async fn run_task(ctx: &mut Context, type_: &str, etcd: &str, config: Option<String>, run: &RunArgs) -> anyhow::Result<()> {
+    let registry = Arc::new(Registry::standard());
+    // Bad type or config is a usage error, found before connecting.
+    registry.plan(type_, config.as_deref()).map_err(|e| UsageError(e.to_string()))?;
+    let cluster = ctx.connect().await?;
+    let (ns, name) = etcd_target(ctx, &cluster.namespace, etcd)?;
+    let req = TaskRequest { namespace: ns.clone(), etcd: name, type_: type_.to_string(), config, ttl_seconds: run.ttl };
+    if !run.force {
+        ops::precheck(&cluster.client, &registry, &req).await.map_err(classified)?;
+    }
+    let wait = run.wait || run.local;
+    if !run.local && ops::running_executor(&cluster.client, &ns).await?.is_none() {
+        if wait {
+            return Err(classified(TaskOpsError::NoExecutor { namespace: ns }));
+        }
+        eprintln!(
+            "note: no executor is running for namespace {ns:?} (`druidctl serve`); the task stays Pending until one runs (or create it with --local)"
+        );
+    }
+    let task = ops::create(&cluster.client, &registry, &req).await.map_err(classified)?;
+    let task_name = task.metadata.name.clone().unwrap_or_default();
+    if !wait {
+        return print_created(ctx, &task);
+    }
+    if !matches!(ctx.printer.format(), OutputFormat::Jsonl) {
+        eprintln!("etcdoperatortask.druid.gardener.cloud/{task_name} created");
+    }
+    let local = run.local.then(|| {
+        let identity = format!("druidctl-local-{}", std::process::id());
+        let r = Arc::new(Reconciler::new(cluster.client.clone(), registry.clone(), ReconcilerOptions::new(identity)));
+        let (r2, ns2, n2) = (r.clone(), ns.clone(), task_name.clone());
+        let handle = tokio::spawn(async move { r2.run_to_completion(&ns2, &n2).await });
+        (r, handle)
+    });
+    let format = ctx.printer.format();
+    let mut printer_err = None;
+    let followed = ops::follow(&cluster.client, &ns, &task_name, Some(run.timeout), |t| {
+        if let Err(e) = print_transition(ctx, format, t) {
+            printer_err.get_or_insert(e);
+        }
+    })
+    .await;
+    if let Some((r, handle)) = local {
+        r.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(20), handle).await;
+    }
+    if let Some(e) = printer_err {
+        return Err(e);
+    }
+    let task = followed.map_err(classified)?;
+    match format {
+        OutputFormat::Table | OutputFormat::Wide => ctx.printer.text(&format!("task {task_name} Succeeded\n"))?,
+        OutputFormat::Jsonl => {}
+        _ => ctx.printer.print(&TaskList(vec![task]))?,
+    }
+    Ok(())
+}
+
+fn print_transition(ctx: &mut Context, format: OutputFormat, t: &Transition) -> anyhow::Result<()> {
+    match format {
+        OutputFormat::Jsonl => ctx.printer.jsonl(t)?,
+        _ => {
+            let step = match (&t.step, t.step_state) {
+                (Some(s), Some(st)) => format!(" {s} {st}"),
+                _ => String::new(),
+            };
+            let reason = t.reason.as_deref().filter(|r| !r.is_empty()).map(|r| format!(": {r}")).unwrap_or_default();
+            eprintln!("{} {}{step}{reason}", t.task, t.state);
+        }
+    }
+    Ok(())
+}
+
+fn print_created(ctx: &mut Context, task: &EtcdOperatorTask) -> anyhow::Result<()> {
+    let name = task.metadata.name.clone().unwrap_or_default();
+    match ctx.printer.format() {
+        OutputFormat::Table | OutputFormat::Wide => ctx.printer.text(&format!("etcdoperatortask.druid.gardener.cloud/{name} created\n"))?,
+        _ => ctx.printer.print(&TaskList(vec![task.clone()]))?,
+    }
+    Ok(())
+}
+
+fn task_err(e: kube::Error, name: &str, ns: &str) -> ClusterError {
+    ClusterError::from_kube(e, &Subject { kind: "EtcdOperatorTask", name, namespace: ns })
+}
+
+/// Tasks, printable in every format.
+pub struct TaskList(pub Vec<EtcdOperatorTask>);
+
+fn state_style(state: druidctl::api::TaskState) -> Style {
+    use druidctl::api::TaskState::*;
+    match state {
+        Succeeded => Style::Good,
+        Failed | Rejected => Style::Bad,
+        InProgress => Style::Warn,
+        Pending => Style::Dim,
+    }
+}
+
+impl Printable for TaskList {
+    fn table(&self, wide: bool) -> Table {
+        let mut headers = vec!["namespace", "name", "type", "etcd", "state", "step", "age"];
+        if wide {
+            headers.push("reason");
+        }
+        let mut t = Table::new(&headers);
+        let now = jiff::Timestamp::now();
+        for task in &self.0 {
+            let op = task.status.as_ref().and_then(|s| s.last_operation.as_ref());
+            let created = task.metadata.creation_timestamp.as_ref().map(|c| c.0);
+            let mut row = vec![
+                Cell::plain(task.metadata.namespace.clone().unwrap_or_default()),
+                Cell::plain(task.metadata.name.clone().unwrap_or_default()),
+                Cell::plain(&task.spec.type_),
+                Cell::plain(&task.spec.owner_etcd_refrence.name),
+                Cell::styled(task.state().as_str(), state_style(task.state())),
+                Cell::plain(op.map(|o| o.name.clone()).unwrap_or_else(|| "-".into())),
+                Cell::plain(created.map(|c| age::human(age::seconds_between(c, now))).unwrap_or_else(|| "-".into())),
+            ];
+            if wide {
+                row.push(Cell::plain(op.map(|o| o.reason.clone()).unwrap_or_default()));
+            }
+            t.row(row);
+        }
+        t
+    }
+    fn document(&self) -> serde_json::Value {
+        let items: Vec<serde_json::Value> = self.0.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
+        if items.len() == 1 { items.into_iter().next().unwrap_or_default() } else { druidctl::output::list_document(items) }
+    }
+    fn names(&self) -> Vec<String> {
+        self.0.iter().map(|t| format!("etcdoperatortask.druid.gardener.cloud/{}", t.metadata.name.clone().unwrap_or_default())).collect()
+    }
+}
+
+async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
+    let cluster = ctx.connect().await?;
+    let ns = namespace(ctx, &cluster);
+    let api: Api<EtcdOperatorTask> =
+        if ctx.global.all_namespaces { Api::all(cluster.client.clone()) } else { Api::namespaced(cluster.client.clone(), &ns) };
+    let mut lp = ListParams::default();
+    if let Some(sel) = &ctx.global.selector {
+        lp = lp.labels(sel);
+    }
+    let mut items = api.list(&lp).await.map_err(|e| task_err(e, "", &ns))?.items;
+    if let Some(etcd) = &args.etcd {
+        items.retain(|t| t.spec.owner_etcd_refrence.name == *etcd);
+    }
+    items.sort_by_key(|t| (t.metadata.namespace.clone(), t.metadata.creation_timestamp.as_ref().map(|c| c.0), t.metadata.name.clone()));
+    if items.is_empty() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide) {
+        ctx.printer.text("No tasks found.\n")?;
+        return Ok(());
+    }
+    if matches!(ctx.printer.format(), OutputFormat::Json | OutputFormat::Yaml) {
+        let items: Vec<serde_json::Value> = items.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
+        let doc = druidctl::output::list_document(items);
+        return Ok(if ctx.printer.format() == OutputFormat::Json { ctx.printer.json(&doc)? } else { ctx.printer.yaml(&doc)? });
+    }
+    ctx.printer.print(&TaskList(items))?;
+    Ok(())
+}
+
+async fn get(ctx: &mut Context, args: GetArgs) -> anyhow::Result<()> {
+    let cluster = ctx.connect().await?;
+    let ns = namespace(ctx, &cluster);
+    let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
+    let mut items = Vec::new();
+    for n in &args.names {
+        items.push(api.get(n).await.map_err(|e| task_err(e, n, &ns))?);
+    }
+    ctx.printer.print(&TaskList(items))?;
+    Ok(())
+}
+
+async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
+    let cluster = ctx.connect().await?;
+    let ns = namespace(ctx, &cluster);
+    let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
+    let task = api.get(&args.name).await.map_err(|e| task_err(e, &args.name, &ns))?;
+    if !matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide) {
+        ctx.printer.print(&TaskList(vec![task]))?;
+        return Ok(());
+    }
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(cluster.client.clone(), &ns);
+    let evs = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={}", args.name)))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let registry = Registry::standard();
+    let config = registry.plan(&task.spec.type_, task.spec.config.as_deref()).map(|p| p.config_json().to_string());
+    let mut s = String::new();
+    let status = task.status.clone().unwrap_or_default();
+    s.push_str(&format!("Name:         {}\nNamespace:    {ns}\nType:         {}\n", args.name, task.spec.type_));
+    s.push_str(&format!("Etcd:         {}/{}\n", task.spec.owner_etcd_refrence.namespace, task.spec.owner_etcd_refrence.name));
+    s.push_str(&format!("Config:       {}\n", config.unwrap_or_else(|e| format!("(invalid: {e})"))));
+    s.push_str(&format!(
+        "TTL:          {}s after finishing\n",
+        task.spec.ttl_seconds_after_finished.unwrap_or(druidctl::api::task::DEFAULT_TTL_SECONDS)
+    ));
+    s.push_str(&format!("State:        {}\n", task.state().as_str()));
+    if let Some(t) = &status.initiated_at {
+        s.push_str(&format!("Initiated:    {}\n", t.0));
+    }
+    if let Some(op) = &status.last_operation {
+        s.push_str(&format!("Step:         {} ({:?}) since {}\n  Reason:     {}\n", op.name, op.state, op.last_transition_time.0, op.reason));
+    }
+    if let Ok(plan) = registry.plan(&task.spec.type_, task.spec.config.as_deref()) {
+        let etcd: Api<druidctl::api::Etcd> = Api::namespaced(cluster.client.clone(), &task.spec.owner_etcd_refrence.namespace);
+        if let Ok(e) = etcd.get(&task.spec.owner_etcd_refrence.name).await {
+            s.push_str("Steps:\n");
+            for (i, step) in plan.steps(&e).iter().enumerate() {
+                s.push_str(&format!("  {}. {}{}: {}\n", i + 1, step.name(), if step.destructive() { " (destructive)" } else { "" }, step.description()));
+            }
+        }
+    }
+    if !status.last_errors.is_empty() {
+        s.push_str("Errors:\n");
+        for e in &status.last_errors {
+            s.push_str(&format!("  {}  {}  {}\n", e.observed_at.0, e.code, e.description));
+        }
+    }
+    if !evs.is_empty() {
+        s.push_str("Events:\n");
+        for e in &evs {
+            s.push_str(&format!(
+                "  {}  {}  {}\n",
+                e.type_.clone().unwrap_or_default(),
+                e.reason.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default()
+            ));
+        }
+    }
+    ctx.printer.text(&s)?;
+    Ok(())
+}
+
+async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
+    let cluster = ctx.connect().await?;
+    let ns = namespace(ctx, &cluster);
+    let format = ctx.printer.format();
+    let emit = |ctx: &mut Context, t: &Transition| -> anyhow::Result<()> {
+        match format {
+            OutputFormat::Jsonl | OutputFormat::Json => ctx.printer.jsonl(t)?,
+            _ => {
+                let step = t.step.as_deref().map(|s| format!(" {s} {}", t.step_state.unwrap_or(""))).unwrap_or_default();
+                let reason = t.reason.as_deref().filter(|r| !r.is_empty()).map(|r| format!(": {r}")).unwrap_or_default();
+                ctx.printer.text(&format!("{} {} {}{step}{reason}\n", t.observed_at, t.task, t.state))?;
+            }
+        }
+        Ok(())
+    };
+    if let Some(name) = &args.name {
+        let mut err = None;
+        let r = ops::follow(&cluster.client, &ns, name, args.timeout, |t| {
+            if let Err(e) = emit(ctx, t) {
+                err.get_or_insert(e);
+            }
+        })
+        .await;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        return r.map(|_| ()).map_err(classified);
+    }
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .backoff(druidctl::reconciler::controller::WatchBackoff::default())
+        .boxed();
+    let mut last: std::collections::HashMap<String, Transition> = std::collections::HashMap::new();
+    while let Some(ev) = stream.next().await {
+        if let Ok(Event::Apply(t) | Event::InitApply(t)) = ev {
+            let mut tr = ops::transition_of(&t);
+            let changed = last.get(&tr.task).is_none_or(|p| {
+                let mut p = p.clone();
+                p.observed_at = tr.observed_at.clone();
+                p != tr
+            });
+            if changed {
+                emit(ctx, &tr)?;
+                tr.observed_at.clear();
+                last.insert(tr.task.clone(), tr);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn delete(ctx: &mut Context, args: DeleteArgs) -> anyhow::Result<()> {
+    let cluster = ctx.connect().await?;
+    let ns = namespace(ctx, &cluster);
+    let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
+    for n in &args.names {
+        api.delete(n, &DeleteParams::background()).await.map_err(|e| task_err(e, n, &ns))?;
+        if matches!(ctx.printer.format(), OutputFormat::Name) {
+            ctx.printer.text(&format!("etcdoperatortask.druid.gardener.cloud/{n}\n"))?;
+        } else {
+            ctx.printer.text(&format!("etcdoperatortask.druid.gardener.cloud/{n} deleted\n"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a shortcut waits by default: on a terminal, unless --no-wait.
+pub fn shortcut_waits(run: &RunArgs, no_wait: bool) -> RunArgs {
+    let mut r = run.clone();
+    r.wait = run.wait || (!no_wait && std::io::stdout().is_terminal());
+    r
+}

@@ -1,0 +1,816 @@
+//! The runbook engine: plan → preconditions → RBAC pre-flight → task → steps under the executor Lease.
+//!
+//! The journal is the `EtcdOperatorTask`: `status.lastOperation` names the step in progress or the last one
+//! completed, and the journal annotation ([`crate::tasks::step::JOURNAL_ANNOTATION`]) holds each step's
+//! small state (the last-known-good ConfigMap, …) and its timing. Re-running the same command finds the
+//! unfinished task and continues at the first unfinished step; a step whose effect is already there
+//! (`check`) is not acted again, and a completed destructive step is never repeated, even with
+//! `--from-step`. A failed step leaves the task `InProgress` (paused) so that re-running continues there.
+//! The operator side (prompts, progress, output) is behind [`Operator`].
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::catalog::Runbook;
+use super::rbac;
+use crate::api::task::{LastOperation, OperationState};
+use crate::api::{Etcd, EtcdOperatorTask, TaskState};
+use crate::kube::ClusterError;
+use crate::kube::error::Subject;
+use crate::output::progress::PromptError;
+use crate::reconciler::lease::{Acquire, LeaseLock};
+use crate::reconciler::status::{TaskHandle, WriteError, operation, push_error};
+use crate::reconciler::{executor_lease_name, owner_reference};
+use crate::tasks::ops::{TaskOpsError, TaskRequest};
+use crate::tasks::{Facts, Readiness, Step, StepContext, StepError};
+
+/// How to run a runbook.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Namespace of the Etcd.
+    pub namespace: String,
+    /// The Etcd.
+    pub etcd: String,
+    /// The task config (`member: …` for member restore).
+    pub config: Option<String>,
+    /// Confirm every destructive step without asking (CI).
+    pub yes: bool,
+    /// Only print the plan; change nothing.
+    pub plan_only: bool,
+    /// Only continue an unfinished run; never start a new one.
+    pub resume_only: bool,
+    /// Start at this step (experts); completed destructive steps are still never repeated.
+    pub from_step: Option<String>,
+    /// Proceed although the newest full snapshot is old or absent.
+    pub accept_data_loss: bool,
+    /// Who executes (written into the executor Lease).
+    pub identity: String,
+    /// Duration of the executor Lease (renewed every fifth of it).
+    pub lease_duration: Duration,
+    /// The command that continues this run, printed when interrupted.
+    pub resume_command: String,
+}
+
+impl RunOptions {
+    /// Defaults for `etcd` in `namespace`.
+    pub fn new(namespace: &str, etcd: &str) -> RunOptions {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+        RunOptions {
+            namespace: namespace.into(),
+            etcd: etcd.into(),
+            config: None,
+            yes: false,
+            plan_only: false,
+            resume_only: false,
+            from_step: None,
+            accept_data_loss: false,
+            identity: format!("druidctl-runbook@{host}/{}", std::process::id()),
+            lease_duration: Duration::from_secs(10),
+            resume_command: String::new(),
+        }
+    }
+}
+
+/// One step as the plan shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedStep {
+    /// 1-based position.
+    pub index: usize,
+    /// Stable name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Whether it destroys data.
+    pub destructive: bool,
+    /// Equivalent kubectl commands.
+    pub kubectl: Vec<String>,
+    /// Completed in an earlier run of this task.
+    pub done: bool,
+}
+
+/// The newest full snapshot as the plan shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupAge {
+    /// Age in seconds; `None` when no full snapshot is known.
+    pub age_seconds: Option<i64>,
+    /// Older than the freshness threshold (or absent).
+    pub stale: bool,
+    /// The freshness threshold.
+    pub threshold_seconds: i64,
+}
+
+/// Something the engine reports, streamed as one JSON line each with `-o jsonl`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "camelCase")]
+pub enum Event {
+    /// The plan, before anything changes.
+    #[serde(rename_all = "camelCase")]
+    Plan {
+        /// Runbook name.
+        runbook: String,
+        /// Namespace.
+        namespace: String,
+        /// Etcd.
+        etcd: String,
+        /// Unfinished task being continued, if any.
+        resuming: Option<String>,
+        /// The steps.
+        steps: Vec<PlannedStep>,
+        /// The newest full snapshot (quorum-loss recovery).
+        backup: Option<BackupAge>,
+        /// What can be lost.
+        data_loss: String,
+    },
+    /// A warning the operator must read.
+    #[serde(rename_all = "camelCase")]
+    Warning {
+        /// The warning.
+        message: String,
+    },
+    /// The task that journals this run.
+    #[serde(rename_all = "camelCase")]
+    Task {
+        /// Task name.
+        name: String,
+        /// Whether it was created now (else resumed).
+        created: bool,
+    },
+    /// Waiting for another executor's lease.
+    #[serde(rename_all = "camelCase")]
+    WaitingForLease {
+        /// Its holder.
+        holder: String,
+        /// Expires in at most this many ms.
+        expires_in_ms: u64,
+    },
+    /// A step starts.
+    #[serde(rename_all = "camelCase")]
+    StepStarted {
+        /// 1-based position.
+        index: usize,
+        /// Total steps.
+        total: usize,
+        /// Name.
+        name: String,
+        /// Description.
+        description: String,
+        /// Destructive.
+        destructive: bool,
+    },
+    /// A step waits for its effect, with the reason it is not there yet.
+    #[serde(rename_all = "camelCase")]
+    StepWaiting {
+        /// Name.
+        name: String,
+        /// Why not ready (seeds/002 words where they apply).
+        reason: String,
+    },
+    /// A transient error, retried.
+    #[serde(rename_all = "camelCase")]
+    StepRetry {
+        /// Name.
+        name: String,
+        /// The error.
+        error: String,
+        /// Next attempt in ms.
+        retry_in_ms: u64,
+    },
+    /// A step finished.
+    #[serde(rename_all = "camelCase")]
+    StepFinished {
+        /// Name.
+        name: String,
+        /// `done`, `already done` or `done in an earlier run`.
+        how: String,
+        /// Wall time of the step in ms.
+        duration_ms: u64,
+        /// Of which waiting for the cluster (verify polling) in ms.
+        waited_ms: u64,
+    },
+    /// Stopped at a safe point (Ctrl-C or lost lease).
+    #[serde(rename_all = "camelCase")]
+    Interrupted {
+        /// The step that will run next.
+        next_step: String,
+        /// The command that continues.
+        resume_command: String,
+    },
+    /// A step failed; the task stays paused at it.
+    #[serde(rename_all = "camelCase")]
+    StepFailed {
+        /// Name.
+        name: String,
+        /// Why.
+        error: String,
+    },
+    /// Every step completed.
+    #[serde(rename_all = "camelCase")]
+    Finished {
+        /// The timing summary.
+        summary: Summary,
+    },
+}
+
+/// Timing of one step.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepTiming {
+    /// Name.
+    pub name: String,
+    /// How it ended (`done`, `already done`, `done in an earlier run`).
+    pub how: String,
+    /// Wall time in ms (0 when done in an earlier run).
+    pub duration_ms: u64,
+    /// Time spent waiting for the cluster, in ms.
+    pub waited_ms: u64,
+    /// Whether it is destructive.
+    pub destructive: bool,
+}
+
+/// What a run did, with the engine's own overhead (total minus waiting for the cluster and the operator).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// The task.
+    pub task: String,
+    /// Per step.
+    pub steps: Vec<StepTiming>,
+    /// Wall time of this run in ms.
+    pub total_ms: u64,
+    /// Time waiting for etcd/pods/druid (verify polling) and for a previous executor's lease, in ms.
+    pub waited_ms: u64,
+    /// Time waiting for the operator's confirmations, in ms.
+    pub prompt_ms: u64,
+    /// `total - waited - prompt`: API calls, journaling, the engine itself.
+    pub overhead_ms: u64,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// `--plan`: nothing changed.
+    Planned,
+    /// Every step completed.
+    Completed(Summary),
+    /// Stopped at a safe point; `resume_command` continues.
+    Interrupted {
+        /// Timing so far.
+        summary: Summary,
+        /// The command that continues.
+        resume_command: String,
+    },
+}
+
+/// The operator side: output and confirmations.
+pub trait Operator: Send + Sync {
+    /// Reports an event.
+    fn event(&self, event: &Event);
+    /// Whether confirmations can be asked (a terminal on stdin).
+    fn can_prompt(&self) -> bool;
+    /// Asks a question; with `expected`, the operator must type it (destructive steps).
+    fn confirm(&self, question: &str, expected: Option<&str>) -> Result<(), PromptError>;
+}
+
+/// Why a runbook did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum RunbookError {
+    /// Talking to the cluster failed (not found, forbidden, unreachable, …).
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// A precondition or safety check refused the run; nothing was changed.
+    #[error("{0}")]
+    Rejected(String),
+    /// The RBAC pre-flight found calls the plan makes that are forbidden; nothing was changed.
+    #[error("missing permissions in namespace {namespace:?}: {}; nothing was changed", denied.join(", "))]
+    Forbidden {
+        /// Namespace.
+        namespace: String,
+        /// The denied calls.
+        denied: Vec<String>,
+    },
+    /// A confirmation could not be asked or was declined.
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    /// A step failed; the task is paused at it.
+    #[error("step {step} failed: {reason}; the task {task} is paused there, re-run `{resume}` to continue")]
+    StepFailed {
+        /// The step.
+        step: String,
+        /// Why.
+        reason: String,
+        /// The task.
+        task: String,
+        /// The command that continues.
+        resume: String,
+    },
+    /// Another executor holds the task.
+    #[error("task {task} is being executed by {holder}; try again when it stops (its lease expires within {}s)", expires_in.as_secs())]
+    Busy {
+        /// Task.
+        task: String,
+        /// Holder identity.
+        holder: String,
+        /// Until expiry.
+        expires_in: Duration,
+    },
+    /// Writing the journal failed.
+    #[error("writing the journal of task {task}: {source}")]
+    Journal {
+        /// Task.
+        task: String,
+        /// Cause.
+        source: WriteError,
+    },
+}
+
+fn cluster(e: kube::Error, kind: &str, name: &str, ns: &str) -> RunbookError {
+    RunbookError::Cluster(ClusterError::from_kube(e, &Subject { kind, name, namespace: ns }))
+}
+
+fn from_ops(e: TaskOpsError) -> RunbookError {
+    match e {
+        TaskOpsError::Cluster(c) => RunbookError::Cluster(c),
+        other => RunbookError::Rejected(other.to_string()),
+    }
+}
+
+/// The unfinished task of this runbook for this Etcd (and config), oldest first.
+async fn unfinished_task(client: &Client, rb: &Runbook, o: &RunOptions) -> Result<Option<EtcdOperatorTask>, RunbookError> {
+    let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), &o.namespace);
+    let list = api.list(&ListParams::default()).await.map_err(|e| cluster(e, "EtcdOperatorTask", "", &o.namespace))?;
+    let mut found: Vec<EtcdOperatorTask> = list
+        .items
+        .into_iter()
+        .filter(|t| t.spec.type_ == rb.task_type && t.targets(&o.namespace, &o.etcd) && !t.state().is_terminal())
+        .filter(|t| t.metadata.deletion_timestamp.is_none())
+        .filter(|t| t.spec.config.as_deref().map(str::trim) == o.config.as_deref().map(str::trim))
+        .collect();
+    found.sort_by_key(|t| (t.metadata.creation_timestamp.as_ref().map(|c| c.0), t.metadata.name.clone()));
+    Ok(found.into_iter().next())
+}
+
+/// Index of the first unfinished step given the last recorded operation.
+pub fn resume_index(names: &[String], last: Option<&LastOperation>) -> usize {
+    let Some(last) = last else { return 0 };
+    match names.iter().position(|n| *n == last.name) {
+        Some(i) if last.state == OperationState::Completed => i + 1,
+        Some(i) => i,
+        None => 0,
+    }
+}
+
+fn journal_key(step: &str) -> String {
+    format!("step/{step}")
+}
+
+/// Whether the journal of `task` records `step` as completed.
+fn completed_in_journal(cx: &StepContext, step: &str) -> bool {
+    cx.journal(&journal_key(step)).is_some_and(|v| v["completedAt"].is_string())
+}
+
+/// Runs runbook `rb` as `o` says, reporting to `op`; `stop` (Ctrl-C) stops at the next safe point.
+pub async fn run(client: &Client, rb: &Runbook, o: &RunOptions, op: &dyn Operator, stop: CancellationToken) -> Result<Outcome, RunbookError> {
+    let started = Instant::now();
+    let ns = o.namespace.as_str();
+    let etcds: Api<Etcd> = Api::namespaced(client.clone(), ns);
+    let etcd = etcds.get(&o.etcd).await.map_err(|e| cluster(e, "etcd", &o.etcd, ns))?;
+    let plan = rb.kind().parse(o.config.as_deref()).map_err(|e| RunbookError::Rejected(format!("invalid config for {}: {e}", rb.task_type)))?;
+    if rb.id == super::RunbookId::MemberRestore {
+        let member = plan.config_json()["member"].as_str().unwrap_or_default().to_string();
+        if !crate::tasks::member_restore::is_member_of(&etcd, &member) {
+            return Err(RunbookError::Rejected(format!(
+                "{member:?} is not a member of etcd {} (members are {}-0 … {}-{})",
+                o.etcd,
+                o.etcd,
+                o.etcd,
+                etcd.spec.replicas - 1
+            )));
+        }
+    }
+    let steps = plan.steps(&etcd);
+    let names: Vec<String> = steps.iter().map(|s| s.name()).collect();
+
+    let existing = unfinished_task(client, rb, o).await?;
+    let mut backup = None;
+    if existing.is_none() {
+        if o.resume_only {
+            return Err(RunbookError::Rejected(format!(
+                "there is no unfinished {} run for etcd {ns}/{} to resume; run it without --resume to start one",
+                rb.name, o.etcd
+            )));
+        }
+        // Preconditions from the health model, before anything is changed.
+        let inputs = crate::health::collect(client, etcd.clone()).await?;
+        let report = crate::health::assess(&inputs, jiff::Timestamp::now());
+        plan.preconditions(&Facts::from_report(&report)).map_err(RunbookError::Rejected)?;
+        if rb.needs_backup {
+            let full = report.backups.full.as_ref();
+            backup = Some(BackupAge {
+                age_seconds: full.and_then(|f| f.age_seconds),
+                stale: full.is_none_or(|f| f.stale),
+                threshold_seconds: full.map(|f| f.threshold_seconds).unwrap_or(crate::health::assess::FULL_SNAPSHOT_STALE_SECONDS),
+            });
+        }
+    }
+
+    let journal_cx = existing.as_ref().map(|t| StepContext::new(client.clone(), t.clone(), etcd.clone()));
+    let mut start = existing
+        .as_ref()
+        .map(|t| resume_index(&names, t.status.as_ref().and_then(|s| s.last_operation.as_ref())))
+        .unwrap_or(0);
+    if let Some(from) = &o.from_step {
+        start = names.iter().position(|n| n == from).ok_or_else(|| {
+            RunbookError::Rejected(format!("--from-step {from:?} is not a step of {}; steps: {}", rb.name, names.join(", ")))
+        })?;
+    }
+    let planned: Vec<PlannedStep> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| PlannedStep {
+            index: i + 1,
+            name: s.name(),
+            description: s.description(),
+            destructive: s.destructive(),
+            kubectl: s.kubectl(),
+            done: i < start || journal_cx.as_ref().is_some_and(|cx| completed_in_journal(cx, &s.name())),
+        })
+        .collect();
+    op.event(&Event::Plan {
+        runbook: rb.name.into(),
+        namespace: ns.into(),
+        etcd: o.etcd.clone(),
+        resuming: existing.as_ref().and_then(|t| t.metadata.name.clone()),
+        steps: planned.clone(),
+        backup: backup.clone(),
+        data_loss: rb.data_loss.into(),
+    });
+    if o.plan_only {
+        return Ok(Outcome::Planned);
+    }
+
+    let mut prompt_time = Duration::ZERO;
+    // Without a terminal, only --yes may approve destructive steps: refuse before any change.
+    let destructive_ahead = planned.iter().skip(start).any(|s| s.destructive && !s.done);
+    if destructive_ahead && !o.yes && !op.can_prompt() {
+        let first = planned.iter().skip(start).find(|s| s.destructive && !s.done).map(|s| s.name.clone()).unwrap_or_default();
+        return Err(PromptError::NoTerminal { action: format!("step {first} of {} destroys data and", rb.name) }.into());
+    }
+    if let Some(b) = &backup
+        && b.stale
+    {
+        let age = match b.age_seconds {
+            Some(a) => format!("is {} old (threshold {})", crate::output::age::human(a), crate::output::age::human(b.threshold_seconds)),
+            None => "was not found".to_string(),
+        };
+        let message = format!("the newest full snapshot of etcd {ns}/{} {age}; {}", o.etcd, rb.data_loss);
+        op.event(&Event::Warning { message: message.clone() });
+        if !o.accept_data_loss {
+            if !op.can_prompt() {
+                return Err(RunbookError::Rejected(format!("{message} Pass --accept-data-loss to recover anyway.")));
+            }
+            let t = Instant::now();
+            op.confirm("Recover from this backup and lose what is not in it?", None)?;
+            prompt_time += t.elapsed();
+        }
+    }
+
+    // RBAC pre-flight: every call the plan makes, before the first mutation.
+    let denied = rbac::denied(client, ns, &rb.accesses()).await;
+    if !denied.is_empty() {
+        return Err(RunbookError::Forbidden { namespace: ns.into(), denied });
+    }
+
+    // The task is the journal: continue the unfinished one or create it.
+    let (task, created) = match existing {
+        Some(t) => (t, false),
+        None => {
+            let registry = super::catalog::registry();
+            let req = TaskRequest {
+                namespace: ns.into(),
+                etcd: o.etcd.clone(),
+                type_: rb.task_type.into(),
+                config: o.config.clone(),
+                ttl_seconds: None,
+            };
+            (crate::tasks::ops::create(client, &registry, &req).await.map_err(from_ops)?, true)
+        }
+    };
+    let task_name = task.metadata.name.clone().unwrap_or_default();
+    op.event(&Event::Task { name: task_name.clone(), created });
+
+    // Exactly one executor: the task's executor Lease.
+    let lock = LeaseLock::new(client.clone(), ns, &executor_lease_name(&task_name), &o.identity, o.lease_duration)
+        .owned_by(owner_reference(&task));
+    let mut waited_lease = Duration::ZERO;
+    loop {
+        match lock.try_acquire().await.map_err(|e| cluster(e, "lease", &executor_lease_name(&task_name), ns))? {
+            Acquire::Acquired => break,
+            Acquire::HeldBy { holder, expires_in } => {
+                if waited_lease > o.lease_duration * 3 {
+                    return Err(RunbookError::Busy { task: task_name, holder, expires_in });
+                }
+                op.event(&Event::WaitingForLease { holder, expires_in_ms: expires_in.as_millis() as u64 });
+                let nap = expires_in.clamp(Duration::from_millis(200), Duration::from_secs(1));
+                tokio::select! {
+                    _ = stop.cancelled() => {
+                        return Ok(Outcome::Interrupted { summary: empty_summary(&task_name, started), resume_command: o.resume_command.clone() });
+                    }
+                    _ = tokio::time::sleep(nap) => {}
+                }
+                waited_lease += nap;
+            }
+        }
+    }
+    let stop_renewing = CancellationToken::new();
+    let lost = lock.keep_renewed(stop_renewing.clone());
+    let halt = CancellationToken::new();
+    let watcher = {
+        let (halt, lost, stop) = (halt.clone(), lost.clone(), stop.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = lost.cancelled() => halt.cancel(),
+                _ = stop.cancelled() => halt.cancel(),
+                _ = halt.cancelled() => {}
+            }
+        })
+    };
+
+    let result = execute(client, rb, o, op, task, &etcd, &steps, start, created, &halt, &mut prompt_time, started, waited_lease).await;
+    halt.cancel();
+    stop_renewing.cancel();
+    let _ = watcher.await;
+    lock.release().await;
+    result
+}
+
+fn empty_summary(task: &str, started: Instant) -> Summary {
+    let total = started.elapsed().as_millis() as u64;
+    Summary { task: task.into(), steps: vec![], total_ms: total, waited_ms: 0, prompt_ms: 0, overhead_ms: total }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    client: &Client,
+    rb: &Runbook,
+    o: &RunOptions,
+    op: &dyn Operator,
+    task: EtcdOperatorTask,
+    etcd: &Etcd,
+    steps: &[Box<dyn Step>],
+    start: usize,
+    created: bool,
+    halt: &CancellationToken,
+    prompt_time: &mut Duration,
+    started: Instant,
+    waited_lease: Duration,
+) -> Result<Outcome, RunbookError> {
+    let ns = o.namespace.as_str();
+    let task_name = task.metadata.name.clone().unwrap_or_default();
+    let journal_err = |source: WriteError| RunbookError::Journal { task: task_name.clone(), source };
+    let mut handle = TaskHandle::new(Api::namespaced(client.clone(), ns), task);
+    handle.refresh().await.map_err(journal_err)?;
+    if created || handle.current.state() == TaskState::Pending {
+        // The runbook admits its own task: preconditions were evaluated above.
+        handle
+            .compare_and_swap(|s| {
+                s.state = Some(TaskState::InProgress);
+                s.initiated_at.get_or_insert_with(|| Time(jiff::Timestamp::now()));
+                s.last_operation = Some(operation("Admission", OperationState::Completed, "preconditions hold; executed in-process by the runbook"));
+            })
+            .await
+            .map_err(journal_err)?;
+    }
+    let cx = StepContext::new(client.clone(), handle.current.clone(), etcd.clone());
+    let total = steps.len();
+    let mut timings: Vec<StepTiming> = Vec::new();
+    let mut waited_total = waited_lease;
+    for (i, step) in steps.iter().enumerate() {
+        let name = step.name();
+        if i < start || (step.destructive() && completed_in_journal(&cx, &name)) {
+            timings.push(StepTiming {
+                name: name.clone(),
+                how: "done in an earlier run".into(),
+                duration_ms: 0,
+                waited_ms: 0,
+                destructive: step.destructive(),
+            });
+            continue;
+        }
+        if halt.is_cancelled() {
+            op.event(&Event::Interrupted { next_step: name, resume_command: o.resume_command.clone() });
+            return Ok(interrupted(&task_name, timings, started, waited_total, *prompt_time, o));
+        }
+        let step_started = Instant::now();
+        op.event(&Event::StepStarted { index: i + 1, total, name: name.clone(), description: step.description(), destructive: step.destructive() });
+        let running = handle.current.status.as_ref().and_then(|s| s.last_operation.as_ref()).is_some_and(|l| l.name == name && l.state == OperationState::InProgress);
+        if !running {
+            let d = step.description();
+            handle.update_as_executor(|s| s.last_operation = Some(operation(&name, OperationState::InProgress, d.clone()))).await.map_err(journal_err)?;
+        }
+        let mut waited = Duration::ZERO;
+        let outcome = run_step(step.as_ref(), &cx, op, o, etcd, halt, prompt_time, &mut waited).await;
+        waited_total += waited;
+        match outcome {
+            Ok(Some(how)) => {
+                let duration = step_started.elapsed();
+                let rec = json!({"completedAt": jiff::Timestamp::now().to_string(), "durationMs": duration.as_millis() as u64, "waitedMs": waited.as_millis() as u64, "how": how});
+                cx.record(&journal_key(&name), rec).await.map_err(|e| RunbookError::StepFailed {
+                    step: name.clone(),
+                    reason: e.to_string(),
+                    task: task_name.clone(),
+                    resume: o.resume_command.clone(),
+                })?;
+                handle.update_as_executor(|s| s.last_operation = Some(operation(&name, OperationState::Completed, how))).await.map_err(journal_err)?;
+                let t = StepTiming {
+                    name: name.clone(),
+                    how: how.into(),
+                    duration_ms: duration.as_millis() as u64,
+                    waited_ms: waited.as_millis() as u64,
+                    destructive: step.destructive(),
+                };
+                op.event(&Event::StepFinished { name: name.clone(), how: how.into(), duration_ms: t.duration_ms, waited_ms: t.waited_ms });
+                timings.push(t);
+            }
+            Ok(None) => {
+                op.event(&Event::Interrupted { next_step: name, resume_command: o.resume_command.clone() });
+                return Ok(interrupted(&task_name, timings, started, waited_total, *prompt_time, o));
+            }
+            Err(StepFailure::Prompt(p)) => return Err(p.into()),
+            Err(StepFailure::Step(e)) => {
+                let reason = e.to_string();
+                op.event(&Event::StepFailed { name: name.clone(), error: reason.clone() });
+                // Paused, not failed: re-running continues at this step.
+                let _ = handle
+                    .update_as_executor(|s| {
+                        s.last_operation = Some(operation(&name, OperationState::Failed, reason.clone()));
+                        push_error(s, "StepFailed", format!("{name}: {reason}"));
+                    })
+                    .await;
+                return Err(RunbookError::StepFailed { step: name, reason, task: task_name.clone(), resume: o.resume_command.clone() });
+            }
+        }
+    }
+    let last = steps.last().map(|s| s.name()).unwrap_or_else(|| "Execution".into());
+    let summary_text = format!("all {total} step(s) completed");
+    handle
+        .update_as_executor(|s| {
+            s.state = Some(TaskState::Succeeded);
+            s.last_operation = Some(operation(&last, OperationState::Completed, summary_text.clone()));
+        })
+        .await
+        .map_err(journal_err)?;
+    let summary = summarize(&task_name, timings, started, waited_total, *prompt_time);
+    op.event(&Event::Finished { summary: summary.clone() });
+    let _ = rb;
+    Ok(Outcome::Completed(summary))
+}
+
+fn summarize(task: &str, steps: Vec<StepTiming>, started: Instant, waited: Duration, prompt: Duration) -> Summary {
+    let total = started.elapsed().as_millis() as u64;
+    let waited_ms = waited.as_millis() as u64;
+    let prompt_ms = prompt.as_millis() as u64;
+    Summary { task: task.into(), steps, total_ms: total, waited_ms, prompt_ms, overhead_ms: total.saturating_sub(waited_ms + prompt_ms) }
+}
+
+fn interrupted(task: &str, steps: Vec<StepTiming>, started: Instant, waited: Duration, prompt: Duration, o: &RunOptions) -> Outcome {
+    Outcome::Interrupted { summary: summarize(task, steps, started, waited, prompt), resume_command: o.resume_command.clone() }
+}
+
+enum StepFailure {
+    Step(StepError),
+    Prompt(PromptError),
+}
+
+/// check → (confirm) → act → verify; `Ok(None)` when stopped at a safe point.
+#[allow(clippy::too_many_arguments)]
+async fn run_step(
+    step: &dyn Step,
+    cx: &StepContext,
+    op: &dyn Operator,
+    o: &RunOptions,
+    etcd: &Etcd,
+    halt: &CancellationToken,
+    prompt_time: &mut Duration,
+    waited: &mut Duration,
+) -> Result<Option<&'static str>, StepFailure> {
+    let name = step.name();
+    let mut attempt = 0u32;
+    let retry = |attempt: u32, e: StepError| -> Result<Duration, StepFailure> {
+        if e.is_transient() && attempt < 6 {
+            let delay = Duration::from_millis(200 * 2u64.pow(attempt.min(4)));
+            op.event(&Event::StepRetry { name: name.clone(), error: e.to_string(), retry_in_ms: delay.as_millis() as u64 });
+            Ok(delay)
+        } else {
+            Err(StepFailure::Step(e))
+        }
+    };
+    let already = loop {
+        match step.check(cx).await {
+            Ok(done) => break done,
+            Err(e) => {
+                attempt += 1;
+                tokio::time::sleep(retry(attempt, e)?).await;
+            }
+        }
+    };
+    if already {
+        return Ok(Some("already done"));
+    }
+    if halt.is_cancelled() {
+        return Ok(None);
+    }
+    if step.destructive() && !o.yes {
+        let t = Instant::now();
+        let etcd_name = etcd.metadata.name.clone().unwrap_or_default();
+        let r = op.confirm(&format!("Step {name}: {}.", step.description()), Some(&etcd_name));
+        *prompt_time += t.elapsed();
+        r.map_err(StepFailure::Prompt)?;
+    }
+    attempt = 0;
+    loop {
+        match step.act(cx).await {
+            Ok(()) => break,
+            Err(e) => {
+                attempt += 1;
+                tokio::time::sleep(retry(attempt, e)?).await;
+            }
+        }
+    }
+    let deadline = Instant::now() + step.timeout();
+    let mut last_reason = String::new();
+    let mut waiting_since: Option<Instant> = None;
+    attempt = 0;
+    loop {
+        let readiness = match step.verify(cx).await {
+            Ok(r) => r,
+            Err(e) => {
+                attempt += 1;
+                let d = retry(attempt, e)?;
+                tokio::time::sleep(d).await;
+                continue;
+            }
+        };
+        match readiness {
+            Readiness::Ready => {
+                if let Some(t) = waiting_since {
+                    *waited += t.elapsed();
+                }
+                return Ok(Some("done"));
+            }
+            Readiness::NotReady(reason) => {
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                if Instant::now() >= deadline {
+                    *waited += since.elapsed();
+                    return Err(StepFailure::Step(StepError::Permanent(format!("not ready after {}s: {reason}", step.timeout().as_secs()))));
+                }
+                if reason != last_reason {
+                    op.event(&Event::StepWaiting { name: name.clone(), reason: reason.clone() });
+                    last_reason = reason;
+                }
+            }
+        }
+        tokio::select! {
+            _ = halt.cancelled() => {
+                if let Some(t) = waiting_since {
+                    *waited += t.elapsed();
+                }
+                return Ok(None);
+            }
+            _ = tokio::time::sleep(step.poll_interval()) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_resumes_after_the_last_completed_step_or_at_the_interrupted_one() {
+        let names: Vec<String> = ["A", "B", "C"].iter().map(|s| s.to_string()).collect();
+        let op = |n: &str, s| operation(n, s, "");
+        assert_eq!(resume_index(&names, None), 0);
+        assert_eq!(resume_index(&names, Some(&op("Admission", OperationState::Completed))), 0);
+        assert_eq!(resume_index(&names, Some(&op("A", OperationState::Completed))), 1);
+        assert_eq!(resume_index(&names, Some(&op("B", OperationState::InProgress))), 1);
+        assert_eq!(resume_index(&names, Some(&op("B", OperationState::Failed))), 1);
+        assert_eq!(resume_index(&names, Some(&op("C", OperationState::Completed))), 3);
+    }
+
+    #[test]
+    fn events_stream_as_tagged_camel_case_json() {
+        let e = Event::StepFinished { name: "DeletePersistentVolumeClaims".into(), how: "done".into(), duration_ms: 12, waited_ms: 3 };
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({"event": "stepFinished", "name": "DeletePersistentVolumeClaims", "how": "done", "durationMs": 12, "waitedMs": 3})
+        );
+    }
+}

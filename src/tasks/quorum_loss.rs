@@ -1,0 +1,861 @@
+//! `QuorumLossRecoveryTask`: recovery of a multi-member Etcd from permanent quorum loss, step by step as
+//! seeds/004 7880-8007 describes it (upstream steps 00-10): suspend druid and its webhook, note the
+//! ConfigMap, scale the StatefulSet to 0, delete the PVCs and member leases, shrink `initial-cluster` to
+//! the first member, start it (it restores the latest backup), hand the Etcd back to druid, which scales it
+//! back (new members join as learners), and verify the cluster formed.
+//!
+//! The Etcd's `spec.replicas` is never shrunk: the real CRD's CEL rule forbids it (DOMAIN.md); only the
+//! StatefulSet is scaled. Every step is idempotent, and its `check` looks at the cluster, so a run killed
+//! anywhere resumes without repeating a destructive action.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::config::{ConfigError, expect_none};
+use super::preconditions::Facts;
+use super::step::{Readiness, Step, StepContext, StepError, StepFuture};
+use super::{TaskKind, TaskPlan};
+use crate::api::Etcd;
+use crate::api::names::{
+    CONFIG_VOLUME, DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY, DRUID_OPERATION, DWD_REPLICAS,
+    GARDENER_OPERATION, LABEL_PART_OF, OPERATION_RECONCILE, SUSPEND_SPEC_RECONCILE,
+};
+use crate::api::task::types;
+
+/// Journal key of the ConfigMap recorded before it is edited (`{name, data}`: the last-known-good copy).
+pub const JOURNAL_CONFIG_MAP: &str = "configMap";
+/// Journal key set once the reconcile was requested.
+pub const JOURNAL_RECONCILE_REQUESTED: &str = "reconcileRequestedAt";
+/// Key of the etcd configuration inside the ConfigMap.
+pub const ETCD_CONF_KEY: &str = "etcd.conf.yaml";
+
+/// The task type.
+pub struct QuorumLossRecovery;
+
+impl TaskKind for QuorumLossRecovery {
+    fn type_name(&self) -> &'static str {
+        types::QUORUM_LOSS_RECOVERY
+    }
+    fn summary(&self) -> &'static str {
+        "recover a multi-member etcd from permanent quorum loss: restore the first member from the latest backup, then scale back"
+    }
+    fn parse(&self, config: Option<&str>) -> Result<Arc<dyn TaskPlan>, ConfigError> {
+        expect_none(config)?;
+        Ok(Arc::new(QuorumLossRecoveryPlan))
+    }
+}
+
+/// The parsed (config-less) plan.
+#[derive(Debug, Clone, Copy)]
+pub struct QuorumLossRecoveryPlan;
+
+/// DEP-05 preconditions of a quorum-loss recovery: a multi-member cluster that has actually lost quorum.
+pub fn quorum_loss_preconditions(facts: &Facts) -> Result<(), String> {
+    let q = &facts.quorum;
+    if q.members <= 1 {
+        return Err(
+            "the etcd has a single member; quorum-loss recovery is for multi-member clusters (a single member restores itself from its backups)"
+                .into(),
+        );
+    }
+    if q.quorate {
+        return Err(format!(
+            "the etcd cluster still has quorum ({} of {} members ready, {} needed); recovering it would throw away its data",
+            q.ready, q.members, q.needed
+        ));
+    }
+    Ok(())
+}
+
+impl TaskPlan for QuorumLossRecoveryPlan {
+    fn duplicate_key(&self) -> String {
+        types::QUORUM_LOSS_RECOVERY.into()
+    }
+    fn preconditions(&self, facts: &Facts) -> Result<(), String> {
+        quorum_loss_preconditions(facts)
+    }
+    fn steps(&self, etcd: &Etcd) -> Vec<Box<dyn Step>> {
+        let e = EtcdRef::of(etcd);
+        vec![
+            Box::new(SuspendDruid(e.clone())),
+            Box::new(RecordConfigMap(e.clone())),
+            Box::new(ScaleStatefulSet { e: e.clone(), replicas: 0 }),
+            Box::new(DeletePvcs(e.clone())),
+            Box::new(DeleteMemberLeases(e.clone())),
+            Box::new(EditInitialCluster(e.clone())),
+            Box::new(ScaleStatefulSet { e: e.clone(), replicas: 1 }),
+            Box::new(WaitMemberReady { e: e.clone(), ordinal: 0 }),
+            Box::new(ResumeDruid(e.clone())),
+            Box::new(RequestReconcile(e.clone())),
+            Box::new(VerifyClusterFormed(e)),
+        ]
+    }
+    fn config_json(&self) -> Value {
+        Value::Null
+    }
+}
+
+/// What the steps need to know about the Etcd.
+#[derive(Debug, Clone)]
+pub(crate) struct EtcdRef {
+    pub(crate) name: String,
+    pub(crate) replicas: u32,
+    pub(crate) names: crate::api::names::ManagedNames,
+}
+
+impl EtcdRef {
+    pub(crate) fn of(etcd: &Etcd) -> EtcdRef {
+        EtcdRef {
+            name: etcd.metadata.name.clone().unwrap_or_default(),
+            replicas: etcd.spec.replicas.max(0) as u32,
+            names: etcd.managed_names(),
+        }
+    }
+}
+
+fn kube_err(action: impl std::fmt::Display, e: kube::Error) -> StepError {
+    StepError::from_kube(&action.to_string(), e)
+}
+
+fn etcds(cx: &StepContext) -> Api<Etcd> {
+    Api::namespaced(cx.client.clone(), cx.namespace())
+}
+
+async fn etcd_annotations(cx: &StepContext, name: &str) -> Result<BTreeMap<String, String>, StepError> {
+    let e = etcds(cx).get(name).await.map_err(|e| kube_err(format!("reading etcd {name}"), e))?;
+    Ok(e.metadata.annotations.unwrap_or_default())
+}
+
+async fn patch_etcd_annotations(cx: &StepContext, name: &str, annotations: Value) -> Result<(), StepError> {
+    let patch = json!({"metadata": {"annotations": annotations}});
+    etcds(cx)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| kube_err(format!("annotating etcd {name}"), e))?;
+    Ok(())
+}
+
+/// Whether a pod is Ready.
+pub(crate) fn pod_is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Why pod `name` is not ready, in the words of seeds/002 plus the kubelet's waiting message.
+pub(crate) async fn pod_readiness(cx: &StepContext, name: &str) -> Result<Readiness, StepError> {
+    let pods: Api<Pod> = Api::namespaced(cx.client.clone(), cx.namespace());
+    let Some(pod) = pods.get_opt(name).await.map_err(|e| kube_err(format!("reading pod {name}"), e))? else {
+        return Ok(Readiness::NotReady(format!("pod {name} does not exist yet (NeverStartedUp)")));
+    };
+    if pod_is_ready(&pod) {
+        return Ok(Readiness::Ready);
+    }
+    let reason = crate::health::assess::pod_not_ready_reason(&pod);
+    let waiting = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find_map(|c| c.state.as_ref().and_then(|s| s.waiting.as_ref())))
+        .map(|w| format!(": {} {}", w.reason.clone().unwrap_or_default(), w.message.clone().unwrap_or_default()))
+        .unwrap_or_default();
+    Ok(Readiness::NotReady(format!("pod {name} is not ready ({reason}{})", waiting.trim_end())))
+}
+
+/// Step 1: druid stops reconciling the spec and its webhook stops protecting the managed resources.
+struct SuspendDruid(EtcdRef);
+
+impl Step for SuspendDruid {
+    fn name(&self) -> String {
+        "SuspendDruid".into()
+    }
+    fn description(&self) -> String {
+        format!(
+            "annotate etcd {} with {SUSPEND_SPEC_RECONCILE} and {DISABLE_COMPONENT_PROTECTION}, so etcd-druid neither undoes the recovery nor blocks changes to its resources",
+            self.0.name
+        )
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![
+            format!("kubectl annotate etcd {} {SUSPEND_SPEC_RECONCILE}=", self.0.name),
+            format!("kubectl annotate etcd {} {DISABLE_COMPONENT_PROTECTION}=", self.0.name),
+        ]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move {
+            let a = etcd_annotations(cx, &self.0.name).await?;
+            Ok(a.contains_key(SUSPEND_SPEC_RECONCILE) && a.contains_key(DISABLE_COMPONENT_PROTECTION))
+        }
+        .boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            patch_etcd_annotations(cx, &self.0.name, json!({SUSPEND_SPEC_RECONCILE: "", DISABLE_COMPONENT_PROTECTION: ""})).await
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady("annotations not visible yet".into()) })
+        }
+        .boxed()
+    }
+}
+
+/// The ConfigMap mounted as volume `etcd-config-file` in a StatefulSet.
+pub fn config_map_of(sts: &StatefulSet) -> Option<String> {
+    sts.spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .volumes
+        .as_ref()?
+        .iter()
+        .find(|v| v.name == CONFIG_VOLUME)?
+        .config_map
+        .as_ref()
+        .map(|c| c.name.clone())
+}
+
+/// Step 2: find the ConfigMap through the StatefulSet volume and record it (the last-known-good copy).
+struct RecordConfigMap(EtcdRef);
+
+impl Step for RecordConfigMap {
+    fn name(&self) -> String {
+        "RecordConfigMap".into()
+    }
+    fn description(&self) -> String {
+        format!(
+            "find the ConfigMap mounted as volume {CONFIG_VOLUME} in StatefulSet {} and record its content in the task journal (the last-known-good copy)",
+            self.0.names.statefulset()
+        )
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![format!(
+            "kubectl get sts {} -o jsonpath='{{.spec.template.spec.volumes[?(@.name==\"{CONFIG_VOLUME}\")].configMap.name}}'",
+            self.0.names.statefulset()
+        )]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move { Ok(cx.journal(JOURNAL_CONFIG_MAP).is_some()) }.boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            let sts_name = self.0.names.statefulset();
+            let sts = Api::<StatefulSet>::namespaced(cx.client.clone(), cx.namespace())
+                .get(&sts_name)
+                .await
+                .map_err(|e| kube_err(format!("reading statefulset {sts_name}"), e))?;
+            let cm_name = config_map_of(&sts).ok_or_else(|| {
+                StepError::Permanent(format!("statefulset {sts_name} has no volume {CONFIG_VOLUME}; cannot find the etcd configuration"))
+            })?;
+            let cm = Api::<ConfigMap>::namespaced(cx.client.clone(), cx.namespace())
+                .get(&cm_name)
+                .await
+                .map_err(|e| kube_err(format!("reading configmap {cm_name}"), e))?;
+            cx.record(JOURNAL_CONFIG_MAP, json!({"name": cm_name, "data": cm.data.unwrap_or_default()})).await
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move { Ok(Readiness::Ready) }.boxed()
+    }
+}
+
+/// Scales the StatefulSet (never the Etcd) and waits for its pods to match.
+struct ScaleStatefulSet {
+    e: EtcdRef,
+    replicas: i32,
+}
+
+async fn etcd_pods(cx: &StepContext, e: &EtcdRef) -> Result<Vec<Pod>, StepError> {
+    let pods: Api<Pod> = Api::namespaced(cx.client.clone(), cx.namespace());
+    let list = pods
+        .list(&ListParams::default().labels(&format!("{LABEL_PART_OF}={}", e.name)))
+        .await
+        .map_err(|err| kube_err("listing pods", err))?;
+    let prefix = format!("{}-", e.name);
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.name.as_deref().and_then(|n| n.strip_prefix(&prefix)).is_some_and(|i| i.parse::<u32>().is_ok()))
+        .collect())
+}
+
+impl Step for ScaleStatefulSet {
+    fn name(&self) -> String {
+        format!("ScaleStatefulSetTo{}", self.replicas)
+    }
+    fn description(&self) -> String {
+        if self.replicas == 0 {
+            format!(
+                "scale StatefulSet {} to 0 and wait until its pods are gone (the Etcd's spec.replicas stays {}: the CRD forbids shrinking it)",
+                self.e.names.statefulset(),
+                self.e.replicas
+            )
+        } else {
+            format!("scale StatefulSet {} to {}: only {} starts, from an empty volume", self.e.names.statefulset(), self.replicas, self.e.names.pod(0))
+        }
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![format!("kubectl scale sts {} --replicas={}", self.e.names.statefulset(), self.replicas)]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(120)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move {
+            let sts_name = self.e.names.statefulset();
+            let sts = Api::<StatefulSet>::namespaced(cx.client.clone(), cx.namespace())
+                .get(&sts_name)
+                .await
+                .map_err(|e| kube_err(format!("reading statefulset {sts_name}"), e))?;
+            let replicas = sts.spec.and_then(|s| s.replicas).unwrap_or(1);
+            if replicas != self.replicas {
+                return Ok(false);
+            }
+            Ok(self.replicas != 0 || etcd_pods(cx, &self.e).await?.is_empty())
+        }
+        .boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            let sts_name = self.e.names.statefulset();
+            Api::<StatefulSet>::namespaced(cx.client.clone(), cx.namespace())
+                .patch(&sts_name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"replicas": self.replicas}})))
+                .await
+                .map_err(|e| kube_err(format!("scaling statefulset {sts_name}"), e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            if self.replicas != 0 {
+                return Ok(Readiness::Ready);
+            }
+            let pods = etcd_pods(cx, &self.e).await?;
+            Ok(if pods.is_empty() {
+                Readiness::Ready
+            } else {
+                let names: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
+                Readiness::NotReady(format!("pods still present: {}", names.join(", ")))
+            })
+        }
+        .boxed()
+    }
+}
+
+/// The PVCs of the Etcd's members: by name (`<claimTemplate>-E-<i>`) and by label.
+async fn member_pvcs(cx: &StepContext, e: &EtcdRef) -> Result<Vec<String>, StepError> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(cx.client.clone(), cx.namespace());
+    let list = api.list(&ListParams::default()).await.map_err(|err| kube_err("listing persistentvolumeclaims", err))?;
+    let expected: Vec<String> = (0..e.replicas.max(1)).map(|i| e.names.pvc(i)).collect();
+    let suffix = regex::Regex::new(&format!("-{}-[0-9]+$", regex::escape(&e.name))).expect("valid regex");
+    let mut names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            let labelled = p.metadata.labels.as_ref().and_then(|l| l.get(LABEL_PART_OF)).is_some_and(|v| *v == e.name);
+            (expected.contains(&name) || (labelled && suffix.is_match(&name))).then_some(name)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Step 4 (destructive): delete every member PVC.
+struct DeletePvcs(EtcdRef);
+
+impl Step for DeletePvcs {
+    fn name(&self) -> String {
+        "DeletePersistentVolumeClaims".into()
+    }
+    fn description(&self) -> String {
+        let names: Vec<String> = (0..self.0.replicas).map(|i| self.0.names.pvc(i)).collect();
+        format!("delete the data volumes of every member ({}); their data is gone for good", names.join(", "))
+    }
+    fn destructive(&self) -> bool {
+        true
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![format!("kubectl delete pvc -l {LABEL_PART_OF}={}", self.0.name)]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move { Ok(member_pvcs(cx, &self.0).await?.is_empty()) }.boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(cx.client.clone(), cx.namespace());
+            for name in member_pvcs(cx, &self.0).await? {
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(kube_err(format!("deleting persistentvolumeclaim {name}"), e)),
+                }
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            let left = member_pvcs(cx, &self.0).await?;
+            Ok(if left.is_empty() { Readiness::Ready } else { Readiness::NotReady(format!("still terminating: {}", left.join(", "))) })
+        }
+        .boxed()
+    }
+}
+
+/// Step 5: delete the member leases `E-<i>`, never the snapshot leases `E-full-snap` / `E-delta-snap`.
+struct DeleteMemberLeases(EtcdRef);
+
+impl DeleteMemberLeases {
+    fn lease_names(&self) -> Vec<String> {
+        (0..self.0.replicas).map(|i| self.0.names.member_lease(i)).collect()
+    }
+    async fn existing(&self, cx: &StepContext) -> Result<Vec<String>, StepError> {
+        let api: Api<Lease> = Api::namespaced(cx.client.clone(), cx.namespace());
+        let mut out = Vec::new();
+        for name in self.lease_names() {
+            if api.get_opt(&name).await.map_err(|e| kube_err(format!("reading lease {name}"), e))?.is_some() {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Step for DeleteMemberLeases {
+    fn name(&self) -> String {
+        "DeleteMemberLeases".into()
+    }
+    fn description(&self) -> String {
+        format!(
+            "delete the member leases {} (the snapshot leases {} and {} stay: they tell which backup is the latest)",
+            self.lease_names().join(", "),
+            self.0.names.full_snapshot_lease(),
+            self.0.names.delta_snapshot_lease()
+        )
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![format!("kubectl delete lease {}", self.lease_names().join(" "))]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move { Ok(self.existing(cx).await?.is_empty()) }.boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            let api: Api<Lease> = Api::namespaced(cx.client.clone(), cx.namespace());
+            for name in self.existing(cx).await? {
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(kube_err(format!("deleting lease {name}"), e)),
+                }
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            let left = self.existing(cx).await?;
+            Ok(if left.is_empty() { Readiness::Ready } else { Readiness::NotReady(format!("still present: {}", left.join(", "))) })
+        }
+        .boxed()
+    }
+}
+
+/// The `initial-cluster` entries of an `etcd.conf.yaml`.
+pub fn initial_cluster_members(conf: &str) -> Vec<String> {
+    conf.lines()
+        .find_map(|l| l.trim_start().strip_prefix("initial-cluster:"))
+        .map(|v| {
+            v.trim()
+                .trim_matches(|c| c == '"' || c == '\'')
+                .split(',')
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| s.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `conf` with `initial-cluster` reduced to the entry of member `first` (`None` when it has no such entry).
+pub fn first_member_only(conf: &str, first: &str) -> Option<String> {
+    let entry = initial_cluster_members(conf).into_iter().find(|m| m.split_once('=').is_some_and(|(n, _)| n == first))?;
+    let mut out = String::with_capacity(conf.len());
+    for line in conf.lines() {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        if line.trim_start().starts_with("initial-cluster:") {
+            out.push_str(&format!("{indent}initial-cluster: {entry}\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Some(out)
+}
+
+/// Step 6: `initial-cluster` names only the first member.
+struct EditInitialCluster(EtcdRef);
+
+impl EditInitialCluster {
+    fn config_map_name(&self, cx: &StepContext) -> Result<String, StepError> {
+        cx.journal(JOURNAL_CONFIG_MAP)
+            .and_then(|v| v["name"].as_str().map(String::from))
+            .ok_or_else(|| StepError::Permanent("the ConfigMap was not recorded (step RecordConfigMap)".into()))
+    }
+    async fn current(&self, cx: &StepContext) -> Result<(String, String), StepError> {
+        let name = self.config_map_name(cx)?;
+        let cm = Api::<ConfigMap>::namespaced(cx.client.clone(), cx.namespace())
+            .get(&name)
+            .await
+            .map_err(|e| kube_err(format!("reading configmap {name}"), e))?;
+        let conf = cm.data.unwrap_or_default().remove(ETCD_CONF_KEY).unwrap_or_default();
+        Ok((name, conf))
+    }
+}
+
+impl Step for EditInitialCluster {
+    fn name(&self) -> String {
+        "EditInitialCluster".into()
+    }
+    fn description(&self) -> String {
+        format!("edit initial-cluster in the recorded ConfigMap so that it names only {}", self.0.names.pod(0))
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![format!(
+            "kubectl edit cm \"$(kubectl get sts {} -o jsonpath='{{.spec.template.spec.volumes[?(@.name==\"{CONFIG_VOLUME}\")].configMap.name}}')\"   # initial-cluster: {}=<its peer URL>",
+            self.0.names.statefulset(),
+            self.0.names.pod(0)
+        )]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move {
+            let (_, conf) = self.current(cx).await?;
+            let members = initial_cluster_members(&conf);
+            let first = self.0.names.pod(0);
+            Ok(members.len() == 1 && members[0].split_once('=').is_some_and(|(n, _)| n == first))
+        }
+        .boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            let (name, conf) = self.current(cx).await?;
+            let edited = first_member_only(&conf, &self.0.names.pod(0)).ok_or_else(|| {
+                StepError::Permanent(format!("initial-cluster in configmap {name} does not name {}", self.0.names.pod(0)))
+            })?;
+            Api::<ConfigMap>::namespaced(cx.client.clone(), cx.namespace())
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"data": {ETCD_CONF_KEY: edited}})))
+                .await
+                .map_err(|e| kube_err(format!("editing configmap {name}"), e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady("initial-cluster not edited yet".into()) })
+        }
+        .boxed()
+    }
+}
+
+/// Step 8 (also used by member restore): wait until a member's pod is Ready.
+pub(crate) struct WaitMemberReady {
+    pub(crate) e: EtcdRef,
+    pub(crate) ordinal: u32,
+}
+
+impl Step for WaitMemberReady {
+    fn name(&self) -> String {
+        format!("WaitMember{}Ready", self.ordinal)
+    }
+    fn description(&self) -> String {
+        if self.ordinal == 0 {
+            format!("wait until {} is ready: its backup sidecar restores the latest full snapshot and the deltas after it", self.e.names.pod(0))
+        } else {
+            format!("wait until {} is ready again", self.e.names.pod(self.ordinal))
+        }
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![format!("kubectl wait pod {} --for=condition=Ready --timeout=5m", self.e.names.pod(self.ordinal))]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(300)
+    }
+    fn poll_interval(&self) -> Duration {
+        Duration::from_millis(250)
+    }
+    fn check<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, bool> {
+        // Waiting has no effect to skip: verify returns at once when the pod is ready.
+        async move { Ok(false) }.boxed()
+    }
+    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move { Ok(()) }.boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move { pod_readiness(cx, &self.e.names.pod(self.ordinal)).await }.boxed()
+    }
+}
+
+/// Step 9: remove both annotations again.
+struct ResumeDruid(EtcdRef);
+
+impl Step for ResumeDruid {
+    fn name(&self) -> String {
+        "ResumeDruid".into()
+    }
+    fn description(&self) -> String {
+        format!("remove {SUSPEND_SPEC_RECONCILE} and {DISABLE_COMPONENT_PROTECTION} from etcd {}", self.0.name)
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![
+            format!("kubectl annotate etcd {} {SUSPEND_SPEC_RECONCILE}-", self.0.name),
+            format!("kubectl annotate etcd {} {DISABLE_COMPONENT_PROTECTION}-", self.0.name),
+        ]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move {
+            let a = etcd_annotations(cx, &self.0.name).await?;
+            Ok(![SUSPEND_SPEC_RECONCILE, DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY].iter().any(|k| a.contains_key(*k)))
+        }
+        .boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            patch_etcd_annotations(
+                cx,
+                &self.0.name,
+                json!({SUSPEND_SPEC_RECONCILE: null, DISABLE_COMPONENT_PROTECTION: null, DISABLE_RESOURCE_PROTECTION_LEGACY: null}),
+            )
+            .await
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady("annotations still present".into()) })
+        }
+        .boxed()
+    }
+}
+
+/// Step 10: `gardener.cloud/operation=reconcile`; druid scales back to `spec.replicas`.
+struct RequestReconcile(EtcdRef);
+
+impl Step for RequestReconcile {
+    fn name(&self) -> String {
+        "RequestReconcile".into()
+    }
+    fn description(&self) -> String {
+        format!(
+            "annotate etcd {} with {GARDENER_OPERATION}={OPERATION_RECONCILE}: etcd-druid restores initial-cluster and scales back to {} members, the new ones join as learners",
+            self.0.name, self.0.replicas
+        )
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![format!("kubectl annotate etcd {} {GARDENER_OPERATION}={OPERATION_RECONCILE} --overwrite", self.0.name)]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(120)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move { Ok(cx.journal(JOURNAL_RECONCILE_REQUESTED).is_some()) }.boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            patch_etcd_annotations(cx, &self.0.name, json!({GARDENER_OPERATION: OPERATION_RECONCILE})).await?;
+            cx.record(JOURNAL_RECONCILE_REQUESTED, json!(jiff::Timestamp::now().to_string())).await
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            let a = etcd_annotations(cx, &self.0.name).await?;
+            let pending = [GARDENER_OPERATION, DRUID_OPERATION].iter().any(|k| a.get(*k).map(String::as_str) == Some(OPERATION_RECONCILE));
+            let sts_name = self.0.names.statefulset();
+            let sts = Api::<StatefulSet>::namespaced(cx.client.clone(), cx.namespace())
+                .get(&sts_name)
+                .await
+                .map_err(|e| kube_err(format!("reading statefulset {sts_name}"), e))?;
+            let replicas = sts.spec.and_then(|s| s.replicas).unwrap_or(0);
+            Ok(if !pending && replicas == self.0.replicas as i32 {
+                Readiness::Ready
+            } else if pending {
+                Readiness::NotReady("etcd-druid has not picked up the reconcile yet".into())
+            } else {
+                Readiness::NotReady(format!("statefulset {sts_name} has {replicas} replicas, waiting for {}", self.0.replicas))
+            })
+        }
+        .boxed()
+    }
+}
+
+/// What is still missing for a formed cluster: all pods ready, Etcd Ready, one `:Leader` lease and the rest
+/// `:Member`, no dependent left scaled down by DWD. Empty when formed.
+pub(crate) async fn cluster_formed_problems(cx: &StepContext, e: &EtcdRef) -> Result<Vec<String>, StepError> {
+    let mut problems = Vec::new();
+    for i in 0..e.replicas {
+        if let Readiness::NotReady(r) = pod_readiness(cx, &e.names.pod(i)).await? {
+            problems.push(r);
+        }
+    }
+    let etcd = etcds(cx).get(&e.name).await.map_err(|err| kube_err(format!("reading etcd {}", e.name), err))?;
+    let cond = |t: &str| etcd.condition(t).map(|c| (c.status.clone(), c.reason.clone()));
+    match cond("Ready") {
+        Some((s, _)) if s == "True" => {}
+        Some((s, r)) => problems.push(format!("etcd condition Ready is {s} ({r})")),
+        None => problems.push("etcd has no Ready condition yet".into()),
+    }
+    if let Some((s, r)) = cond("AllMembersReady").filter(|(s, _)| s != "True") {
+        problems.push(format!("etcd condition AllMembersReady is {s} ({r})"));
+    }
+    let leases: Api<Lease> = Api::namespaced(cx.client.clone(), cx.namespace());
+    let (mut leaders, mut members) = (0, 0);
+    for i in 0..e.replicas {
+        let name = e.names.member_lease(i);
+        let holder = leases
+            .get_opt(&name)
+            .await
+            .map_err(|err| kube_err(format!("reading lease {name}"), err))?
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        if holder.ends_with(":Leader") {
+            leaders += 1;
+        } else if holder.ends_with(":Member") {
+            members += 1;
+        } else {
+            problems.push(format!("lease {name} has no holder yet (LeaseNotRenewed)"));
+        }
+    }
+    if leaders != 1 && leaders + members == e.replicas {
+        problems.push(format!("{leaders} member leases say :Leader, exactly one should"));
+    }
+    let deployments: Api<Deployment> = Api::namespaced(cx.client.clone(), cx.namespace());
+    let list = deployments.list(&ListParams::default()).await.map_err(|err| kube_err("listing deployments", err))?;
+    for d in list.items {
+        let scaled_down = d.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(DWD_REPLICAS));
+        if scaled_down && d.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
+            problems.push(format!("deployment {} is still scaled down by dependency-watchdog", d.metadata.name.unwrap_or_default()));
+        }
+    }
+    Ok(problems)
+}
+
+/// Step 11: the cluster formed again.
+struct VerifyClusterFormed(EtcdRef);
+
+impl Step for VerifyClusterFormed {
+    fn name(&self) -> String {
+        "VerifyClusterFormed".into()
+    }
+    fn description(&self) -> String {
+        format!(
+            "verify: all {} pods ready, etcd {} Ready, exactly one member lease :Leader and the others :Member, and the dependents dependency-watchdog scaled down are back",
+            self.0.replicas, self.0.name
+        )
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![
+            format!("kubectl get pods -l {LABEL_PART_OF}={}", self.0.name),
+            format!("kubectl get etcd {}", self.0.name),
+            format!("kubectl get lease {}", (0..self.0.replicas).map(|i| self.0.names.member_lease(i)).collect::<Vec<_>>().join(" ")),
+            format!("kubectl get deploy -o custom-columns=NAME:.metadata.name,REPLICAS:.spec.replicas,DWD:'.metadata.annotations.{}'", DWD_REPLICAS.replace('.', "\\.")),
+        ]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(300)
+    }
+    fn poll_interval(&self) -> Duration {
+        Duration::from_millis(250)
+    }
+    fn check<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move { Ok(false) }.boxed()
+    }
+    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move { Ok(()) }.boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            let problems = cluster_formed_problems(cx, &self.0).await?;
+            Ok(if problems.is_empty() { Readiness::Ready } else { Readiness::NotReady(problems.join("; ")) })
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::{Quorum, Verdict};
+
+    fn facts(members: u32, ready: u32) -> Facts {
+        Facts { quorum: Quorum::of(members, ready), verdict: Verdict::QuorumLost, backups_enabled: true, unready_members: vec![] }
+    }
+
+    #[test]
+    fn recovery_is_refused_for_a_quorate_or_single_member_cluster() {
+        assert!(quorum_loss_preconditions(&facts(3, 2)).unwrap_err().contains("still has quorum"));
+        assert!(quorum_loss_preconditions(&facts(1, 0)).unwrap_err().contains("single member"));
+        assert!(quorum_loss_preconditions(&facts(3, 1)).is_ok());
+        assert!(quorum_loss_preconditions(&facts(5, 2)).is_ok());
+    }
+
+    #[test]
+    fn initial_cluster_is_reduced_to_the_first_member_and_the_rest_is_kept() {
+        let conf = "name: etcd-main\n# Initial cluster\ninitial-cluster: etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380,etcd-main-1=https://etcd-main-1.etcd-main-peer.default.svc:2380\ninitial-cluster-state: new\n";
+        let edited = first_member_only(conf, "etcd-main-0").unwrap();
+        assert_eq!(initial_cluster_members(&edited), ["etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380"]);
+        assert!(edited.contains("initial-cluster-state: new") && edited.contains("# Initial cluster"));
+        assert!(first_member_only(conf, "etcd-main-9").is_none());
+    }
+
+    #[test]
+    fn the_plan_scales_the_statefulset_and_deletes_data_only_in_the_pvc_step() {
+        let etcd: Etcd = serde_json::from_value(json!({
+            "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+            "metadata": {"name": "etcd-main", "namespace": "ns"}, "spec": {"replicas": 3}
+        }))
+        .unwrap();
+        let steps = QuorumLossRecoveryPlan.steps(&etcd);
+        let destructive: Vec<String> = steps.iter().filter(|s| s.destructive()).map(|s| s.name()).collect();
+        assert_eq!(destructive, ["DeletePersistentVolumeClaims"]);
+        let all = steps.iter().flat_map(|s| s.kubectl()).collect::<Vec<_>>().join("\n");
+        assert!(all.contains("kubectl scale sts etcd-main --replicas=0"), "{all}");
+        assert!(!all.contains("etcd etcd-main --replicas") && !all.contains("patch etcd"), "never shrink the Etcd: {all}");
+        assert!(all.contains("kubectl delete lease etcd-main-0 etcd-main-1 etcd-main-2\n"), "{all}");
+    }
+}
