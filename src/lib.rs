@@ -7,8 +7,10 @@
 //! landscape used for tests, `playground` and `demo` (`sim`).
 
 pub mod api;
+pub mod certs;
 pub mod health;
 pub mod kube;
+pub mod machines;
 pub mod output;
 pub mod reconciler;
 pub mod runbook;

@@ -307,3 +307,21 @@ async fn partial_object_metadata_for_get_list_and_create_rejects_resource_versio
     let e = api_err(cms.create(&PostParams::default(), &again).await.unwrap_err());
     assert_eq!((e.code, e.message.as_str()), (500, "Internal error occurred: resourceVersion should not be set on objects to be created"));
 }
+
+#[tokio::test]
+async fn server_side_apply_on_the_status_subresource_records_its_manager() {
+    let server = ApiServer::new();
+    let sts: Api<StatefulSet> = Api::namespaced(server.client(), "default");
+    let s = json!({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"s"},"spec":{"serviceName":"s","selector":{"matchLabels":{"a":"b"}},
+        "template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}});
+    sts.patch("s", &PatchParams::apply("druid"), &Patch::Apply(&s)).await.unwrap();
+    let st = json!({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"s"},"status":{"replicas":1,"readyReplicas":1}});
+    let got = sts.patch_status("s", &PatchParams::apply("kubelet-sim"), &Patch::Apply(&st)).await.unwrap();
+    assert_eq!(got.status.unwrap().ready_replicas, Some(1));
+    let mf = got.metadata.managed_fields.unwrap();
+    assert!(mf.iter().any(|m| m.manager.as_deref() == Some("druid") && m.subresource.is_none()));
+    assert!(mf.iter().any(|m| m.manager.as_deref() == Some("kubelet-sim") && m.subresource.as_deref() == Some("status")));
+    let other = json!({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"s"},"status":{"readyReplicas":0}});
+    let e = api_err(sts.patch_status("s", &PatchParams::apply("someone"), &Patch::Apply(&other)).await.unwrap_err());
+    assert_eq!(e.code, 409);
+}

@@ -161,3 +161,45 @@ async fn list_resources_groups_by_kind_and_status_exit_code_gates_ci() {
     let out = fx.run(&["status", "etcd-main"]).await;
     assert!(!stdout(&out).contains('\x1b'), "no color off a terminal");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_prints_again_when_something_changes() {
+    use std::io::BufRead;
+    let fx = Fixture::start().await;
+    let mut child = std::process::Command::new(cli_support::bin())
+        .args(["status", "etcd-main", "--watch", "--interval", "100ms", "-o", "jsonl"])
+        .env("KUBECONFIG", &fx.kubeconfig)
+        .env("HOME", fx.dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().unwrap();
+    let _guard = Kill(child);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = async |rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>| -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("watch printed").unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    let first = next(&mut rx).await;
+    assert_eq!(first["annotations"]["specReconcileSuspended"], false);
+    let api: Api<DynamicObject> = Api::namespaced_with(fx.server.client(), CONTEXT_NS, &cli_support::etcd_resource());
+    let suspend = json!({"metadata": {"annotations": {"druid.gardener.cloud/suspend-etcd-spec-reconcile": "true"}}});
+    api.patch("etcd-main", &PatchParams::default(), &Patch::Merge(suspend)).await.unwrap();
+    let second = next(&mut rx).await;
+    assert_eq!(second["annotations"]["specReconcileSuspended"], true);
+}

@@ -115,3 +115,22 @@ async fn no_kubeconfig_at_all_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(USAGE), "{line}");
     assert!(line.contains("no cluster configured"), "{line}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_is_one_line_and_operation_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let kc = dir.path().join("config");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             contexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let out = cli_support::run_with(cli_support::bin(), &["status"], &[("KUBECONFIG", kc.to_str().unwrap())], dir.path()).await;
+    let line = one_line(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(line.contains("cannot reach the API server"), "{line}");
+}

@@ -315,3 +315,82 @@ async fn failing_backups_turn_backup_ready_false_and_an_apiserver_restart_is_sur
     pg.down().await;
     assert!(etcd_children_of_this_process().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    let Some(binary) = require_etcd("playground compaction") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = ready_playground(dir.path()).await;
+    let ns = pg.namespaces()[0].clone();
+    let admin = pg.server().client();
+    let proxy = |what: &str| {
+        http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/{what}")).body(Vec::new()).unwrap()
+    };
+    let c = pg.etcd_client(&ns, 0).unwrap();
+    c.put("full", "1").await.unwrap();
+    admin.request_text(proxy("full")).await.unwrap();
+    c.put("delta-a", "2").await.unwrap();
+    admin.request_text(proxy("delta")).await.unwrap();
+    c.put("delta-b", "3").await.unwrap();
+    let last: serde_json::Value = serde_json::from_str(&admin.request_text(proxy("delta")).await.unwrap()).unwrap();
+    let last_rev = last["lastRevision"].as_i64().expect("a delta was taken");
+
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(admin.clone(), &ns);
+    let job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "etcd-main-compactor", "namespace": ns},
+        "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "compact-backup", "image": "europe-docker.pkg.dev/gardener-project/public/gardener/etcdbrctl:v0.30.0"}]}}},
+    }))
+    .unwrap();
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let job = loop {
+        let j = jobs.get("etcd-main-compactor").await.unwrap();
+        if j.status.as_ref().and_then(|s| s.completion_time.as_ref()).is_some() || j.status.as_ref().and_then(|s| s.failed).unwrap_or(0) > 0 {
+            break j;
+        }
+        assert!(Instant::now() < deadline, "compaction job did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let st = job.status.unwrap();
+    assert_eq!(st.succeeded, Some(1), "{:?}", st.conditions);
+    let store = dir.path().join("backups").join(&ns).join(format!("{ns}_etcd-main"));
+    let compacted = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with(&format!("Full-00000000-{last_rev:08}-")))
+        .expect("a compacted full snapshot named after the last delta");
+    let cfg = MemberConfig::new("check-0", dir.path().join("check/data"), dir.path().join("check.log"));
+    restore_snapshot(&binary, &store.join(&compacted), &cfg).await.unwrap();
+    let check = MemberProcess::spawn(&binary, cfg).unwrap();
+    check.wait_serving(Duration::from_secs(20)).await.unwrap();
+    for k in ["full", "delta-a", "delta-b"] {
+        assert!(check.client().get(k).await.unwrap().is_some(), "{k} is in the compacted snapshot");
+    }
+    drop(check);
+
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"), "etcdcopybackupstasks");
+    let tasks: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &ns, &ar);
+    let task: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "EtcdCopyBackupsTask",
+        "metadata": {"name": "copy", "namespace": ns},
+        "spec": {"sourceStore": {"provider": "Local", "prefix": format!("{ns}/etcd-main")}, "targetStore": {"provider": "Local", "prefix": "copied"}},
+    }))
+    .unwrap();
+    tasks.create(&PostParams::default(), &task).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = tasks.get("copy").await.unwrap();
+        if let Some(c) = t.data["status"]["conditions"].as_array().and_then(|cs| cs.first()) {
+            assert_eq!(c["type"], "Succeeded", "{c}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "copy task did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(dir.path().join("backups").join(&ns).join("copied").join(&compacted).exists());
+    pg.down().await;
+}

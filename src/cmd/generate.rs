@@ -54,6 +54,7 @@ pub fn files() -> BTreeMap<String, Vec<u8>> {
     let serve = manifests::serve_deployment(&format!("druidctl:{}", env!("CARGO_PKG_VERSION")), DEFAULT_SERVE_NAMESPACE);
     files.insert("deploy/serve.yaml".into(), format!("{header}{}", manifests::to_yaml_stream(&serve)).into_bytes());
     files.insert("docs/exit-codes.md".into(), super::exit::markdown().into_bytes());
+    files.extend(druidctl::runbook::docs::pages().into_iter().map(|(path, page)| (path, page.into_bytes())));
     files
 }
 

@@ -4,14 +4,17 @@
 pub mod completion;
 pub mod compact;
 pub mod copy_backups;
+pub mod demo;
 pub mod exit;
 pub mod generate;
 pub mod install;
 pub mod list_resources;
 pub mod maintenance;
+pub mod playground;
 pub mod protection;
 pub mod reconcile;
 pub mod resume_reconcile;
+pub mod runbook;
 pub mod serve;
 pub mod snapshot;
 pub mod status;
@@ -117,6 +120,12 @@ pub enum Command {
     CopyBackups(copy_backups::CopyBackupsArgs),
     /// Run the EtcdOperatorTask controller (leader election, /metrics, /healthz, /readyz).
     Serve(serve::ServeArgs),
+    /// Guided runbooks for the bad days: permanent quorum loss, a failed member (--plan, --yes, --resume).
+    Runbook(runbook::RunbookArgs),
+    /// A local landscape to rehearse on: API server and Etcds with real etcd processes.
+    Playground(playground::PlaygroundArgs),
+    /// A whole rehearsal end to end: destroy a majority of an etcd cluster and recover it from its backup.
+    Demo(demo::DemoArgs),
     /// Shell completion (bash, zsh, fish, powershell), including Etcd names from the cluster.
     Completion(completion::CompletionArgs),
     /// Print the version.
@@ -205,6 +214,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Generate(a) => generate::exec(&mut ctx, a),
         Command::Install(a) if a.print => install::print(&mut ctx, a),
         Command::Serve(a) => serve::run(&mut ctx, a),
+        Command::Runbook(a) => runbook::exec(&mut ctx, a),
+        Command::Playground(a) => playground::exec(&mut ctx, a),
+        Command::Demo(a) => demo::exec(&mut ctx, a),
         other => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             rt.block_on(async move {
@@ -222,7 +234,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         Command::Compact(a) => compact::exec(&mut ctx, a).await,
                         Command::Maintenance(a) => maintenance::exec(&mut ctx, a).await,
                         Command::CopyBackups(a) => copy_backups::exec(&mut ctx, a).await,
-                        Command::Version(_) | Command::Completion(_) | Command::Generate(_) | Command::Serve(_) => unreachable!("handled above"),
+                        Command::Version(_) | Command::Completion(_) | Command::Generate(_) | Command::Serve(_) | Command::Runbook(_) | Command::Playground(_) | Command::Demo(_) => unreachable!("handled above"),
                     }
                 };
                 tokio::select! {

@@ -74,12 +74,12 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
     let mut last: Option<String> = None;
     loop {
         let reports = reports(ctx, &cluster, &args.targets.etcds).await?;
-        // Compare without the observation time so an unchanged cluster prints nothing new.
+        // Compare what a person acts on, not ages, so an unchanged cluster prints nothing new.
         let fingerprint: String = reports
             .iter()
             .map(|r| {
                 let members: Vec<(&str, bool, &str)> = r.members.iter().map(|m| (m.name.as_str(), m.ready, m.reason.as_str())).collect();
-                format!("{:?}{members:?}{:?}", r.verdict, r.problems)
+                format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
             })
             .collect();
         if last.as_ref() != Some(&fingerprint) {

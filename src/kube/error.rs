@@ -88,6 +88,20 @@ pub fn api_missing_hint(kind: &str) -> String {
     }
 }
 
+/// An error and its causes in one line (`client error (Connect): tcp connect error: Connection refused`).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = c.source();
+    }
+    parts.join(": ")
+}
+
 impl ClusterError {
     /// Classifies a `kube::Error` for the object `subject`.
     pub fn from_kube(err: kube::Error, subject: &Subject<'_>) -> ClusterError {
@@ -120,9 +134,9 @@ impl ClusterError {
                     _ => ClusterError::Api(format!("{} ({})", message, status.code)),
                 }
             }
-            kube::Error::HyperError(e) => ClusterError::Unreachable(e.to_string()),
+            kube::Error::HyperError(e) => ClusterError::Unreachable(chain(&e)),
             kube::Error::Service(e) => {
-                let text = e.to_string();
+                let text = chain(&*e);
                 if text.contains("timed out") || text.contains("elapsed") {
                     ClusterError::Timeout { after: Duration::ZERO, what: format!("waiting for the API server: {text}") }
                 } else {

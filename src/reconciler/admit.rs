@@ -42,17 +42,6 @@ impl Reconciler {
                 Err(e) => return Err(ReconcileError::api(format!("adding the finalizer to task {name}"), e)),
             }
         }
-        if handle.current.status.as_ref().and_then(|s| s.state).is_none() {
-            let r = handle
-                .compare_and_swap(|s| {
-                    s.state = Some(TaskState::Pending);
-                    s.last_operation = Some(operation(ADMISSION, OperationState::Pending, "waiting for admission"));
-                })
-                .await;
-            if let Some(next) = settle(r)? {
-                return Ok(next);
-            }
-        }
 
         let plan = match plan {
             Ok(p) => p,
@@ -69,10 +58,14 @@ impl Reconciler {
         match admission(&handle.current, others, key_of) {
             Admission::Duplicate(reason) => return self.reject(handle, "DuplicateTask", &reason).await,
             Admission::Wait(reason) => {
+                // A new task shows `Pending` (and why) only when it has to wait; otherwise admission decides at once.
                 let unchanged = handle.current.status.as_ref().and_then(|s| s.last_operation.as_ref()).is_some_and(|o| o.reason == reason);
                 if !unchanged {
                     let r = handle
-                        .compare_and_swap(|s| s.last_operation = Some(operation(ADMISSION, OperationState::Pending, reason.clone())))
+                        .compare_and_swap(|s| {
+                            s.state = Some(TaskState::Pending);
+                            s.last_operation = Some(operation(ADMISSION, OperationState::Pending, reason.clone()));
+                        })
                         .await;
                     if let Some(next) = settle(r)? {
                         return Ok(next);
@@ -90,7 +83,7 @@ impl Reconciler {
             return self.reject(handle, "EtcdNotFound", &reason).await;
         };
         if plan.needs_health() {
-            let inputs = crate::health::collect(&self.client, etcd).await?;
+            let inputs = crate::health::collect(&self.client, etcd.clone()).await?;
             let report = crate::health::assess(&inputs, jiff::Timestamp::now());
             if let Err(reason) = plan.preconditions(&Facts::from_report(&report)) {
                 return self.reject(handle, "PreconditionFailed", &reason).await;
@@ -110,7 +103,7 @@ impl Reconciler {
         if self.opts.events {
             events::record(&self.client, &handle.current, EventType::Normal, "Started", "preconditions met; executing", &self.opts.identity).await;
         }
-        self.execute(handle.current).await
+        self.execute(handle.current, Some(etcd)).await
     }
 
     /// Ends the task `Rejected` with `reason` (a compare-and-swap: whoever wins counts it).

@@ -59,7 +59,9 @@ pub fn resume_index(names: &[String], last: Option<&LastOperation>) -> usize {
 }
 
 impl Reconciler {
-    pub(crate) async fn execute(&self, task: EtcdOperatorTask) -> Result<Next, ReconcileError> {
+    /// Executes an `InProgress` task. `fresh` carries the task and its Etcd when admission just wrote and read
+    /// them, sparing two reads.
+    pub(crate) async fn execute(&self, task: EtcdOperatorTask, fresh: Option<Etcd>) -> Result<Next, ReconcileError> {
         let ns = task.metadata.namespace.clone().unwrap_or_default();
         let name = task.metadata.name.clone().unwrap_or_default();
         if self.registry.kind(&task.spec.type_).is_err() && types::ALL.contains(&task.spec.type_.as_str()) {
@@ -86,7 +88,7 @@ impl Reconciler {
             })
         };
         let mut handle = TaskHandle::new(self.api(&task), task);
-        let result = self.run_steps(&mut handle, &stop).await;
+        let result = self.run_steps(&mut handle, fresh, &stop).await;
         tracing::debug!(task = %name, ?result, "execution ended");
         stop.cancel();
         stop_renewing.cancel();
@@ -98,9 +100,11 @@ impl Reconciler {
         }
     }
 
-    async fn run_steps(&self, handle: &mut TaskHandle, stop: &CancellationToken) -> Result<Next, ReconcileError> {
-        // The copy we were given may be stale: only an InProgress task is executed.
-        handle.refresh().await?;
+    async fn run_steps(&self, handle: &mut TaskHandle, fresh: Option<Etcd>, stop: &CancellationToken) -> Result<Next, ReconcileError> {
+        // A copy from the cache may be stale (now that we hold the lease): only an InProgress task is executed.
+        if fresh.is_none() {
+            handle.refresh().await?;
+        }
         let task = handle.current.clone();
         if task.state() != TaskState::InProgress || task.metadata.deletion_timestamp.is_some() {
             return Ok(Next::RequeueAfter(Duration::ZERO));
@@ -112,7 +116,10 @@ impl Reconciler {
         };
         let etcd_ref = &task.spec.owner_etcd_refrence;
         let etcds: kube::Api<Etcd> = kube::Api::namespaced(self.client.clone(), &etcd_ref.namespace);
-        let etcd = etcds.get_opt(&etcd_ref.name).await.map_err(|e| ReconcileError::api(format!("reading etcd {}", etcd_ref.name), e))?;
+        let etcd = match fresh {
+            Some(e) => Some(e),
+            None => etcds.get_opt(&etcd_ref.name).await.map_err(|e| ReconcileError::api(format!("reading etcd {}", etcd_ref.name), e))?,
+        };
         let Some(etcd) = etcd else {
             let reason = format!("etcd {:?} no longer exists in namespace {:?}", etcd_ref.name, etcd_ref.namespace);
             return self.fail(handle, "Admission", &reason).await;
@@ -143,7 +150,9 @@ impl Reconciler {
                 tracing::debug!(task = %task.metadata.name.as_deref().unwrap_or_default(), step = %name, ?run, "step ran");
                 match run {
                     Ok(StepRun::Done(how)) => {
-                        handle.update_as_executor(|s| s.last_operation = Some(operation(name, OperationState::Completed, how))).await?;
+                        if Some(name) != names.last() {
+                            handle.update_as_executor(|s| s.last_operation = Some(operation(name, OperationState::Completed, how))).await?;
+                        }
                         break;
                     }
                     Ok(StepRun::Interrupted) => return Ok(Next::RequeueAfter(Duration::ZERO)),

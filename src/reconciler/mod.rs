@@ -163,7 +163,7 @@ impl Reconciler {
         }
         match task.state() {
             s if s.is_terminal() => self.expire(task).await,
-            TaskState::InProgress => self.execute(task.clone()).await,
+            TaskState::InProgress => self.execute(task.clone(), None).await,
             _ => self.admit(task.clone(), others).await,
         }
     }

@@ -135,16 +135,16 @@ impl StepContext {
 
     /// Records a journal entry on the task (merge patch of the annotation) before returning.
     pub async fn record(&self, key: &str, value: Value) -> Result<(), StepError> {
-        let text = {
-            let mut j = self.journal.lock().expect("journal");
-            j.insert(key.to_string(), value);
-            serde_json::to_string(&*j).expect("journal serializes")
-        };
+        // Only what the API server stored counts: the in-memory copy changes after the write succeeded.
+        let mut next = self.journal.lock().expect("journal").clone();
+        next.insert(key.to_string(), value);
+        let text = serde_json::to_string(&next).expect("journal serializes");
         let api: Api<EtcdOperatorTask> = Api::namespaced(self.client.clone(), self.namespace());
         let patch = serde_json::json!({"metadata": {"annotations": {JOURNAL_ANNOTATION: text}}});
         api.patch(self.task_name(), &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| StepError::from_kube("recording the step journal", e))?;
+        *self.journal.lock().expect("journal") = next;
         Ok(())
     }
 

@@ -43,9 +43,15 @@ pub struct AdmissionRequest {
     pub old_object: Option<Value>,
 }
 
-/// A validating admission hook. Returning `Err(reason)` denies the request with 403 and the reason.
+/// A validating admission hook. Returning `Err(reason)` denies the request with 403 and kube-apiserver's
+/// webhook message `admission webhook "NAME" denied the request: REASON`.
 /// Hooks run without the store lock held, so they may read through `server.get_object`.
 pub trait AdmissionHook: Send + Sync {
     /// Admits or denies.
     fn admit(&self, server: &ApiServer, req: &AdmissionRequest) -> Result<(), String>;
+
+    /// The webhook name shown in denials: `admission webhook "NAME" denied the request: REASON`.
+    fn name(&self) -> String {
+        "admission.sim.druidctl.io".into()
+    }
 }

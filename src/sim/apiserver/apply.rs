@@ -388,12 +388,13 @@ pub fn print_path(p: &[String]) -> String {
 
 /// Server-side apply of `applied` by `manager` onto `current` (None = create). Returns the new object or
 /// the conflicts (when not forced).
-pub fn apply(current: Option<&Value>, applied: &Value, manager: &str, api_version: &str, force: bool, now: &str) -> Result<Value, Vec<Conflict>> {
-    let new_set = fields_of(applied, false);
+pub fn apply(current: Option<&Value>, applied: &Value, manager: &str, api_version: &str, force: bool, now: &str, subresource: &str) -> Result<Value, Vec<Conflict>> {
+    let new_set = fields_of(applied, subresource == "status");
+    let mine = |m: &Manager| m.manager == manager && m.operation == "Apply" && m.subresource == subresource;
     let mut managers = managers_of(current.unwrap_or(&Value::Null));
     let base = current.cloned().unwrap_or_else(|| json!({}));
     let mut conflicts = Vec::new();
-    for m in managers.iter_mut().filter(|m| !(m.manager == manager && m.operation == "Apply")) {
+    for m in managers.iter_mut().filter(|m| !mine(m)) {
         let clash: Vec<FieldPath> = m
             .fields
             .iter()
@@ -415,10 +416,10 @@ pub fn apply(current: Option<&Value>, applied: &Value, manager: &str, api_versio
     }
     let mut obj = base;
     // Fields this manager applied before and no longer applies are removed unless someone else owns them.
-    if let Some(prev) = managers.iter().find(|m| m.manager == manager && m.operation == "Apply") {
+    if let Some(prev) = managers.iter().find(|m| mine(m)) {
         let others: FieldSet = managers
             .iter()
-            .filter(|m| !(m.manager == manager && m.operation == "Apply"))
+            .filter(|m| !mine(m))
             .flat_map(|m| m.fields.iter().cloned())
             .collect();
         let mut gone: Vec<&FieldPath> = prev.fields.iter().filter(|p| !new_set.contains(*p) && !others.contains(*p)).collect();
@@ -433,7 +434,7 @@ pub fn apply(current: Option<&Value>, applied: &Value, manager: &str, api_versio
     }
     merge_applied(&mut obj, applied);
     // Shared ownership: other managers keep fields applied with the same value.
-    match managers.iter_mut().find(|m| m.manager == manager && m.operation == "Apply") {
+    match managers.iter_mut().find(|m| mine(m)) {
         Some(m) => {
             m.fields = new_set;
             m.time = now.into();
@@ -443,7 +444,7 @@ pub fn apply(current: Option<&Value>, applied: &Value, manager: &str, api_versio
             manager: manager.into(),
             operation: "Apply".into(),
             api_version: api_version.into(),
-            subresource: String::new(),
+            subresource: subresource.into(),
             fields: new_set,
             time: now.into(),
         }),
@@ -459,15 +460,15 @@ mod tests {
     #[test]
     fn apply_removes_fields_dropped_from_config_and_detects_conflicts() {
         let cfg1 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1","b":"2"}},"data":{"x":"1","y":"2"}});
-        let o1 = apply(None, &cfg1, "mgr", "v1", false, "t").unwrap();
+        let o1 = apply(None, &cfg1, "mgr", "v1", false, "t", "").unwrap();
         let cfg2 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1"}},"data":{"x":"1"}});
-        let o2 = apply(Some(&o1), &cfg2, "mgr", "v1", false, "t").unwrap();
+        let o2 = apply(Some(&o1), &cfg2, "mgr", "v1", false, "t", "").unwrap();
         assert_eq!(o2["data"], json!({"x":"1"}));
         assert_eq!(o2["metadata"]["labels"], json!({"a":"1"}));
         let cfg3 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"x":"other"}});
-        let err = apply(Some(&o2), &cfg3, "other", "v1", false, "t").unwrap_err();
+        let err = apply(Some(&o2), &cfg3, "other", "v1", false, "t", "").unwrap_err();
         assert_eq!(err[0].field, ".data.x");
-        let o3 = apply(Some(&o2), &cfg3, "other", "v1", true, "t").unwrap();
+        let o3 = apply(Some(&o2), &cfg3, "other", "v1", true, "t", "").unwrap();
         assert_eq!(o3["data"]["x"], "other");
     }
 

@@ -424,14 +424,13 @@ fn admit(ctx: &Ctx, op: AdmissionOperation, sub: Option<&str>, name: &str, obj: 
     };
     for h in hooks {
         if let Err(msg) = h.admit(ctx.server, &req) {
-            let what = if name.is_empty() { ctx.rname().qualified() } else { format!("{} \"{}\"", ctx.rname().qualified(), name) };
-            return Err(ApiError::forbidden(&ctx.rname(), name, format!("admission webhook denied the request: {what} is forbidden: {msg}")));
+            return Err(ApiError::new(403, "Forbidden", format!("admission webhook \"{}\" denied the request: {msg}", h.name())));
         }
     }
     Ok(())
 }
 
-fn check_namespace(ctx: &Ctx) -> Result<(), ApiError> {
+fn check_namespace(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
     if !ctx.rt.namespaced {
         return Ok(());
     }
@@ -439,11 +438,10 @@ fn check_namespace(ctx: &Ctx) -> Result<(), ApiError> {
     let st = ctx.server.inner.state.lock().unwrap();
     match st.get("", "namespaces", "", &ns) {
         None => Err(ApiError::not_found(&ResourceName { group: "", resource: "namespaces" }, &ns)),
-        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::forbidden(
-            &ctx.rname(),
-            "",
-            format!("unable to create new content in namespace {ns} because it is being terminated"),
-        )),
+        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {
+            let what = if name.is_empty() { ctx.rname().qualified() } else { format!("{} \"{name}\"", ctx.rname().qualified()) };
+            Err(ApiError::forbidden(&ctx.rname(), name, format!("{what} is forbidden: unable to create new content in namespace {ns} because it is being terminated")))
+        }
         _ => Ok(()),
     }
 }
@@ -537,7 +535,7 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
 
 /// Creates an object (the POST handler body).
 pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Value, ApiError> {
-    check_namespace(ctx)?;
+    check_namespace(ctx, obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default())?;
     let mut obj = prepare_create(ctx, obj)?;
     let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let ts = now();
@@ -691,7 +689,7 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
             if sub == Some("status") {
                 cfgv = json!({"apiVersion": cfgv.get("apiVersion"), "kind": cfgv.get("kind"), "metadata": cfgv.get("metadata"), "status": cfgv.get("status")});
             }
-            match apply::apply(Some(&new), &cfgv, &ctx.manager, &ctx.api_version(), *force, &now()) {
+            match apply::apply(Some(&new), &cfgv, &ctx.manager, &ctx.api_version(), *force, &now(), sub.unwrap_or("")) {
                 Ok(v) => Ok(v),
                 Err(conflicts) => Err(apply_conflict(ctx, cur, conflicts)),
             }
@@ -743,7 +741,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                 if cfgv.pointer("/metadata/name").is_none() {
                     cfgv["metadata"]["name"] = name.into();
                 }
-                let mut obj = apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now()).map_err(|_| ApiError::internal("apply"))?;
+                let mut obj = apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now(), "").map_err(|_| ApiError::internal("apply"))?;
                 if let Some(md) = obj["metadata"].as_object_mut() {
                     md.remove("resourceVersion");
                 }
@@ -827,6 +825,16 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                     }
                 }
                 // Status writes keep metadata except managedFields bookkeeping.
+                if matches!(m, Mutation::Apply(..)) {
+                    match new.pointer("/metadata/managedFields") {
+                        Some(mf) => merged["metadata"]["managedFields"] = mf.clone(),
+                        None => {
+                            if let Some(md) = merged["metadata"].as_object_mut() {
+                                md.remove("managedFields");
+                            }
+                        }
+                    }
+                }
                 new = merged;
             }
             _ => {

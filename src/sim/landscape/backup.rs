@@ -103,6 +103,25 @@ impl ObjectStore {
         self.list().iter().map(|s| s.last_revision).max()
     }
 
+    /// Copies the newest `max_full` full snapshots (all when `None`) and the deltas after the oldest of
+    /// them into `target`; returns how many files were copied.
+    pub fn copy_to(&self, target: &ObjectStore, max_full: Option<usize>) -> Result<usize, EtcdError> {
+        let all = self.list();
+        let mut fulls: Vec<&SnapshotInfo> = all.iter().filter(|s| s.kind == SnapshotKind::Full).collect();
+        if let Some(n) = max_full {
+            fulls = fulls.split_off(fulls.len().saturating_sub(n));
+        }
+        let from = fulls.first().map(|f| f.last_revision).unwrap_or(0);
+        std::fs::create_dir_all(&target.dir).map_err(|e| EtcdError::io_pub("create", &target.dir, e))?;
+        let mut copied = 0;
+        for s in all.iter().filter(|s| s.last_revision >= from && (s.kind == SnapshotKind::Incr || fulls.contains(s))) {
+            let dest = target.path(s);
+            std::fs::copy(self.path(s), &dest).map_err(|e| EtcdError::io_pub("copy to", &dest, e))?;
+            copied += 1;
+        }
+        Ok(copied)
+    }
+
     /// Path of a snapshot file.
     pub fn path(&self, s: &SnapshotInfo) -> PathBuf {
         self.dir.join(&s.snap_name)
@@ -110,12 +129,18 @@ impl ObjectStore {
 
     /// Takes a full snapshot from `client` into the store.
     pub async fn take_full(&self, client: &EtcdClient) -> Result<SnapshotInfo, EtcdError> {
+        self.take_full_as(client, None).await
+    }
+
+    /// Takes a full snapshot, naming it after `revision` when given (a compacted snapshot stands for the
+    /// source revision of the last delta it contains, not the revision of the etcd that produced it).
+    pub async fn take_full_as(&self, client: &EtcdClient, revision: Option<i64>) -> Result<SnapshotInfo, EtcdError> {
         let tmp = self.dir.join(format!(".full-{}.tmp", uuid::Uuid::new_v4()));
         let rev = client.snapshot_to_file(&tmp).await?;
         let info = SnapshotInfo {
             kind: SnapshotKind::Full,
             start_revision: 0,
-            last_revision: rev,
+            last_revision: revision.unwrap_or(rev),
             created_on: jiff::Timestamp::now().as_second(),
             snap_name: String::new(),
         };

@@ -10,11 +10,15 @@
 //! - [`member`]: one pod's etcd process plus its backup-restore sidecar.
 //! - [`backup`]: the local object store of snapshots.
 //! - [`dwd`]: dependency-watchdog's prober and the control-plane Deployments.
+//! - [`jobs`]: the snapshot compaction Job `E-compactor` and `EtcdCopyBackupsTask`, run for real.
 //! - [`playground`]: the embedded API server plus the landscape, for `druidctl playground` and `demo`.
 
 pub mod backup;
+pub mod certmanager;
 pub mod druid;
 pub mod dwd;
+pub mod jobs;
+pub mod mcm;
 pub mod member;
 pub mod playground;
 pub mod resources;
@@ -159,6 +163,8 @@ pub(crate) struct Ctx {
     pub(crate) members: Mutex<HashMap<MemberKey, Arc<MemberRuntime>>>,
     ports: Mutex<HashMap<MemberKey, (u16, u16)>>,
     pub(crate) backup_failing: Mutex<HashSet<(String, String)>>,
+    /// Jobs and copy tasks being worked on (`ns/kind/name`).
+    pub(crate) busy: Mutex<HashSet<String>>,
 }
 
 impl Ctx {
@@ -221,11 +227,13 @@ impl Landscape {
             members: Mutex::default(),
             ports: Mutex::default(),
             backup_failing: Mutex::default(),
+            busy: Mutex::default(),
         });
         let tasks = vec![
             tokio::spawn(druid::run(ctx.clone())),
             tokio::spawn(statefulset::run(ctx.clone())),
             tokio::spawn(dwd::run(ctx.clone())),
+            tokio::spawn(jobs::run(ctx.clone())),
         ];
         Ok(Landscape { ctx, tasks })
     }

@@ -191,6 +191,9 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
         "metadata": {"name": pvc, "namespace": ns, "labels": labels},
         "spec": tmpl.spec.map(|s| serde_json::to_value(s).unwrap_or_default()).unwrap_or_else(|| json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}})),
     });
+    let mut obj = obj;
+    obj["spec"]["volumeName"] = json!(format!("pvc-{}", uuid::Uuid::new_v4()));
+    obj["spec"]["storageClassName"] = json!("local-path");
     let Ok(obj) = serde_json::from_value::<PersistentVolumeClaim>(obj) else { return };
     let api = api::<PersistentVolumeClaim>(ctx, Some(ns));
     if api.create(&PostParams::default(), &obj).await.is_ok() {

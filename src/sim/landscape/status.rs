@@ -153,6 +153,12 @@ fn backup_condition(b: &BackupObservation, now: Timestamp, cond: &dyn Fn(&str, &
             "IncrementalBackupFailed",
             format!("Delta snapshot lease not renewed for {d}s (period {}s)", b.delta_period_seconds),
         ),
+        (Some(f), None) if f > delta_limit => cond(
+            "BackupReady",
+            "False",
+            "IncrementalBackupFailed",
+            format!("No delta snapshot since the full snapshot {f}s ago (period {}s)", b.delta_period_seconds),
+        ),
         (Some(_), None) => cond("BackupReady", "True", "FullBackupSucceeded", "Full snapshot taken".into()),
     }
 }
@@ -245,6 +251,10 @@ mod tests {
         o.backup = BackupObservation { enabled: true, full_renewed: Some(now), delta_renewed: Some(now), delta_period_seconds: 2 };
         assert_eq!(condition(&compute_status(&o, now), "BackupReady").unwrap().1, "IncrementalBackupSucceeded");
         o.backup.delta_renewed = Some(now - jiff::SignedDuration::from_secs(30));
+        assert_eq!(condition(&compute_status(&o, now), "BackupReady").unwrap().1, "IncrementalBackupFailed");
+        o.backup.delta_renewed = None;
+        assert_eq!(condition(&compute_status(&o, now), "BackupReady").unwrap().1, "FullBackupSucceeded");
+        o.backup.full_renewed = Some(now - jiff::SignedDuration::from_secs(60));
         assert_eq!(condition(&compute_status(&o, now), "BackupReady").unwrap().1, "IncrementalBackupFailed");
         o.backup.enabled = false;
         assert_eq!(condition(&compute_status(&o, now), "BackupReady").unwrap().0, "Unknown");

@@ -1,0 +1,273 @@
+//! `playground up|down|status|break`: a local landscape to rehearse on (the embedded API server over HTTP and
+//! real etcd processes), everything under one state directory. `up` runs in the foreground (Ctrl-C stops it)
+//! or `--detach`ed; `break` hands its request to the running playground through the state directory.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use druidctl::sim::landscape::playground::BreakTarget;
+use druidctl::sim::landscape::{BreakKind, Playground, PlaygroundOptions};
+
+use super::Context;
+
+/// Arguments of `playground`.
+#[derive(Debug, Args)]
+pub struct PlaygroundArgs {
+    /// State directory (kubeconfig, volumes, backups, logs, pid). Default: $DRUIDCTL_PLAYGROUND_DIR, else
+    /// ~/.local/state/druidctl/playground.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: PlaygroundCommand,
+}
+
+/// Playground commands.
+#[derive(Debug, Subcommand)]
+pub enum PlaygroundCommand {
+    /// Start the playground: an API server on loopback and Etcds with real etcd processes.
+    Up(UpArgs),
+    /// Stop a detached playground and every process it started.
+    Down,
+    /// Whether a playground runs, and its kubeconfig.
+    Status,
+    /// Inject a failure into the running playground.
+    Break(BreakArgs),
+}
+
+/// Arguments of `playground up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Return once ready and keep the playground running in the background (stop it with `playground down`).
+    #[arg(long)]
+    pub detach: bool,
+    /// Members per Etcd.
+    #[arg(long, default_value_t = 3)]
+    pub members: i32,
+    /// Number of Etcds (one namespace each).
+    #[arg(long, default_value_t = 1)]
+    pub etcds: usize,
+    /// How long to wait for the Etcds to become ready.
+    #[arg(long, default_value = "90s", value_parser = super::parse_duration)]
+    pub timeout: Duration,
+}
+
+/// Arguments of `playground break`.
+#[derive(Debug, Args)]
+pub struct BreakArgs {
+    /// The failure: member-down, member-lost, quorum-lost, corrupt-member, backup-failing, apiserver-restart.
+    #[arg(value_name = "KIND")]
+    pub kind: String,
+    /// Member ordinals to hit (default: the highest one, or a majority for quorum-lost).
+    #[arg(long = "member", value_name = "N")]
+    pub members: Vec<u32>,
+    /// Namespace of the Etcd (default: the first).
+    #[arg(long = "in", value_name = "NAMESPACE")]
+    pub in_namespace: Option<String>,
+    /// How long member-down keeps members down.
+    #[arg(long, value_parser = super::parse_duration)]
+    pub down_for: Option<Duration>,
+}
+
+/// The state directory.
+pub fn state_dir(dir: Option<PathBuf>) -> PathBuf {
+    if let Some(d) = dir.or_else(|| std::env::var_os("DRUIDCTL_PLAYGROUND_DIR").filter(|v| !v.is_empty()).map(PathBuf::from)) {
+        return d;
+    }
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("druidctl/playground")
+}
+
+fn pid_alive(dir: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(dir.join("playground.pid")).ok()?.trim().parse().ok()?;
+    // SAFETY: signal 0 only checks that the process exists.
+    (unsafe { libc::kill(pid, 0) } == 0).then_some(pid)
+}
+
+/// Runs `playground …`.
+pub fn exec(ctx: &mut Context, args: PlaygroundArgs) -> anyhow::Result<()> {
+    let dir = state_dir(args.dir);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    match args.command {
+        PlaygroundCommand::Up(a) if a.detach => detach(ctx, &dir, &a),
+        PlaygroundCommand::Up(a) => rt.block_on(up(ctx, &dir, &a)),
+        PlaygroundCommand::Down => rt.block_on(async {
+            let stopped = Playground::down_detached(&dir, Duration::from_secs(10)).await?;
+            let _ = std::fs::remove_file(dir.join("ready"));
+            ctx.printer.text(if stopped { "playground stopped\n" } else { "no playground was running\n" })?;
+            Ok(())
+        }),
+        PlaygroundCommand::Status => {
+            match pid_alive(&dir) {
+                Some(pid) if dir.join("ready").exists() => ctx.printer.text(&format!(
+                    "playground running (pid {pid}, state {})\nexport KUBECONFIG={}\n",
+                    dir.display(),
+                    dir.join("kubeconfig").display()
+                ))?,
+                Some(pid) => ctx.printer.text(&format!("playground starting (pid {pid}, state {})\n", dir.display()))?,
+                None => ctx.printer.text(&format!("no playground running (state {})\n", dir.display()))?,
+            }
+            Ok(())
+        }
+        PlaygroundCommand::Break(a) => rt.block_on(request_break(ctx, &dir, a)),
+    }
+}
+
+async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
+    if let Some(pid) = pid_alive(dir) {
+        anyhow::bail!("a playground already runs from {} (pid {pid}); stop it with `druidctl playground down --dir {}`", dir.display(), dir.display());
+    }
+    let _ = std::fs::remove_file(dir.join("ready"));
+    let mut opts = PlaygroundOptions::new(dir);
+    opts.members = a.members;
+    opts.etcds = a.etcds;
+    let pg = start(opts).await?;
+    let ready = pg.wait_ready(a.timeout).await;
+    if let Err(e) = ready {
+        pg.down().await;
+        return Err(e.into());
+    }
+    std::fs::write(dir.join("ready"), "")?;
+    ctx.printer.text(&format!(
+        "playground ready: {} Etcd(s) {} with {} real etcd members each in {}\n{}\n",
+        pg.namespaces().len(),
+        pg.etcd_name(),
+        a.members,
+        pg.namespaces().join(", "),
+        pg.export_line()
+    ))?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => serve_break_requests(&pg, dir).await,
+        }
+    }
+    let _ = std::fs::remove_file(dir.join("ready"));
+    pg.down().await;
+    eprintln!("playground stopped");
+    Ok(())
+}
+
+/// Starts a playground and installs the EtcdOperatorTask CRD into it (runbooks journal in tasks).
+pub async fn start(opts: PlaygroundOptions) -> anyhow::Result<Playground> {
+    if druidctl::sim::etcd::EtcdBinary::find().is_none() {
+        anyhow::bail!("the playground runs real etcd processes, but no etcd binary was found; install it (Debian/Ubuntu: apt install etcd-server) or set DRUIDCTL_ETCD_BIN");
+    }
+    let pg = Playground::up(opts).await?;
+    let crd = serde_json::to_string(&druidctl::api::task::crd())?;
+    pg.server().register_crd_yaml(&crd).map_err(|e| anyhow::anyhow!("registering the EtcdOperatorTask CRD: {e}"))?;
+    Ok(pg)
+}
+
+fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    if let Some(pid) = pid_alive(dir) {
+        anyhow::bail!("a playground already runs from {} (pid {pid})", dir.display());
+    }
+    std::fs::create_dir_all(dir)?;
+    let _ = std::fs::remove_file(dir.join("ready"));
+    let log = std::fs::File::create(dir.join("playground.log"))?;
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.args(["playground", "--dir"])
+        .arg(dir)
+        .args(["up", "--members", &a.members.to_string(), "--etcds", &a.etcds.to_string(), "--timeout", &format!("{}s", a.timeout.as_secs())])
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: setsid in the child only detaches it from our terminal's session.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let deadline = Instant::now() + a.timeout + Duration::from_secs(10);
+    while !dir.join("ready").exists() {
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("the playground exited ({status}) before it was ready; see {}", dir.join("playground.log").display());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            anyhow::bail!("the playground was not ready after {}s; see {}", a.timeout.as_secs(), dir.join("playground.log").display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ctx.printer.text(&format!(
+        "playground running in the background (pid {}); stop it with `druidctl playground down --dir {}`\nexport KUBECONFIG={}\n",
+        child.id(),
+        dir.display(),
+        dir.join("kubeconfig").display()
+    ))?;
+    Ok(())
+}
+
+fn requests_dir(dir: &Path) -> PathBuf {
+    dir.join("break-requests")
+}
+
+async fn serve_break_requests(pg: &Playground, dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(requests_dir(dir)) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let answer = match std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()) {
+                Some(req) => {
+                    let kind = req["kind"].as_str().unwrap_or_default().parse::<BreakKind>();
+                    match kind {
+                        Ok(kind) => {
+                            let target = BreakTarget {
+                                namespace: req["namespace"].as_str().map(String::from),
+                                members: req["members"].as_array().map(|a| a.iter().filter_map(|m| m.as_u64()).map(|m| m as u32).collect()).unwrap_or_default(),
+                                down_for: req["downForMs"].as_u64().map(Duration::from_millis),
+                            };
+                            match pg.break_(kind, &target).await {
+                                Ok(s) => serde_json::json!({"ok": s}),
+                                Err(e) => serde_json::json!({"error": e.to_string()}),
+                            }
+                        }
+                        Err(e) => serde_json::json!({"error": e}),
+                    }
+                }
+                None => serde_json::json!({"error": "unreadable request"}),
+            };
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::write(path.with_extension("done"), answer.to_string());
+        }
+    }
+}
+
+async fn request_break(ctx: &mut Context, dir: &Path, a: BreakArgs) -> anyhow::Result<()> {
+    a.kind.parse::<BreakKind>().map_err(druidctl::kube::UsageError)?;
+    if pid_alive(dir).is_none() || !dir.join("ready").exists() {
+        anyhow::bail!("no playground is running from {}; start one with `druidctl playground up --detach`", dir.display());
+    }
+    std::fs::create_dir_all(requests_dir(dir))?;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let req = serde_json::json!({"kind": a.kind, "members": a.members, "namespace": a.in_namespace, "downForMs": a.down_for.map(|d| d.as_millis() as u64)});
+    let tmp = requests_dir(dir).join(format!("{id}.tmp"));
+    std::fs::write(&tmp, req.to_string())?;
+    std::fs::rename(&tmp, requests_dir(dir).join(format!("{id}.json")))?;
+    let done = requests_dir(dir).join(format!("{id}.done"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done.exists() {
+        if Instant::now() > deadline {
+            anyhow::bail!("the playground did not answer the break request within 30s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answer: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&done)?)?;
+    let _ = std::fs::remove_file(&done);
+    match answer["ok"].as_str() {
+        Some(s) => ctx.printer.text(&format!("{s}\n"))?,
+        None => anyhow::bail!("{}", answer["error"].as_str().unwrap_or("break failed")),
+    }
+    Ok(())
+}

@@ -1,0 +1,393 @@
+//! `runbook list|quorum-loss-recovery|member-restore`: guided runbooks. This file parses flags, draws the plan,
+//! progress and summary, and asks the confirmations; the engine is `druidctl::runbook`.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
+use druidctl::kube::ClusterError;
+use druidctl::kube::annotate::AnnotateError;
+use druidctl::output::OutputFormat;
+use druidctl::output::progress::{PromptError, confirm, confirm_by_typing};
+use druidctl::runbook::catalog::{ALL, MEMBER_RESTORE, QUORUM_LOSS_RECOVERY};
+use druidctl::runbook::engine::{Event, Outcome, RunOptions, RunbookError, Summary};
+use druidctl::runbook::{Operator, Runbook};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio_util::sync::CancellationToken;
+
+use super::{Context, Interrupted};
+
+/// Arguments of `runbook`.
+#[derive(Debug, Args)]
+pub struct RunbookArgs {
+    /// The runbook.
+    #[command(subcommand)]
+    pub command: RunbookCommand,
+}
+
+/// The runbooks.
+#[derive(Debug, Subcommand)]
+pub enum RunbookCommand {
+    /// List the runbooks.
+    List,
+    /// Recover a multi-member Etcd from permanent quorum loss: restore its first member from the latest backup,
+    /// then scale back (new members join as learners).
+    QuorumLossRecovery(QuorumLossArgs),
+    /// Restore one failed member of a quorate multi-member Etcd: it restarts empty and rejoins as a learner.
+    MemberRestore(MemberRestoreArgs),
+}
+
+/// Flags every runbook takes.
+#[derive(Debug, Clone, Args)]
+pub struct RunFlags {
+    /// Print the plan (steps, kubectl equivalents, destructive marks) and change nothing.
+    #[arg(long)]
+    pub plan: bool,
+    /// Do not ask: approve every destructive step (for CI).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Only continue an unfinished run (re-running the same command does that too).
+    #[arg(long, conflicts_with = "plan")]
+    pub resume: bool,
+    /// Start at this step (experts); a completed destructive step is still never repeated.
+    #[arg(long, value_name = "STEP")]
+    pub from_step: Option<String>,
+    /// Proceed although the newest full snapshot is old or absent (what is not in it is lost).
+    #[arg(long)]
+    pub accept_data_loss: bool,
+}
+
+/// Arguments of `runbook quorum-loss-recovery`.
+#[derive(Debug, Args)]
+pub struct QuorumLossArgs {
+    /// The Etcd: NAME or NAMESPACE/NAME.
+    #[arg(value_name = "ETCD", add = ArgValueCompleter::new(super::completion::etcd_names))]
+    pub etcd: String,
+    /// Runbook flags.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// Arguments of `runbook member-restore`.
+#[derive(Debug, Args)]
+pub struct MemberRestoreArgs {
+    /// The Etcd: NAME or NAMESPACE/NAME.
+    #[arg(value_name = "ETCD", add = ArgValueCompleter::new(super::completion::etcd_names))]
+    pub etcd: String,
+    /// The failed member (pod name), e.g. etcd-main-2.
+    #[arg(value_name = "MEMBER")]
+    pub member: String,
+    /// Runbook flags.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// Runs `runbook …` (its own runtime, so Ctrl-C stops at a safe point instead of dropping the run).
+pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
+    let (rb, etcd, member, flags) = match args.command {
+        RunbookCommand::List => return list(ctx),
+        RunbookCommand::QuorumLossRecovery(a) => (QUORUM_LOSS_RECOVERY, a.etcd, None, a.flags),
+        RunbookCommand::MemberRestore(a) => (MEMBER_RESTORE, a.etcd, Some(a.member), a.flags),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let cluster = ctx.connect().await?;
+        let (ns, name) = match etcd.split_once('/') {
+            Some((ns, name)) => {
+                if let Some(n) = &ctx.global.namespace
+                    && n != ns
+                {
+                    return Err(druidctl::kube::UsageError(format!("{etcd:?} names namespace {ns:?} but -n says {n:?}")).into());
+                }
+                (ns.to_string(), name.to_string())
+            }
+            None => (ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone()), etcd.clone()),
+        };
+        let mut o = RunOptions::new(&ns, &name);
+        o.config = member.as_deref().map(druidctl::tasks::member_restore::config_for);
+        o.yes = flags.yes;
+        o.plan_only = flags.plan;
+        o.resume_only = flags.resume;
+        o.from_step = flags.from_step.clone();
+        o.accept_data_loss = flags.accept_data_loss;
+        o.resume_command = resume_command(ctx, &rb, &ns, &name, member.as_deref(), flags.yes);
+        let stop = CancellationToken::new();
+        let stopper = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("\nstopping at the next safe point (Ctrl-C again to quit at once)…");
+                    stop.cancel();
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(130);
+                    }
+                }
+            })
+        };
+        let op = CliOperator::new(ctx.printer.format(), ctx.printer.color());
+        let result = druidctl::runbook::run(&cluster.client, &rb, &o, &op, stop).await;
+        stopper.abort();
+        op.finish();
+        match result {
+            Ok(Outcome::Planned) | Ok(Outcome::Completed(_)) => Ok(()),
+            Ok(Outcome::Interrupted { resume_command, .. }) => {
+                eprintln!("stopped; continue with: {resume_command}");
+                Err(Interrupted.into())
+            }
+            Err(e) => Err(to_cli_error(e)),
+        }
+    })
+}
+
+/// Maps a runbook error to one the exit-code table knows (rejected 3, forbidden 5, not found 6, …).
+pub fn to_cli_error(e: RunbookError) -> anyhow::Error {
+    match e {
+        RunbookError::Cluster(c) => c.into(),
+        RunbookError::Rejected(m) => AnnotateError::Rejected(m).into(),
+        RunbookError::Busy { .. } => AnnotateError::Rejected(e.to_string()).into(),
+        RunbookError::Forbidden { .. } => ClusterError::Forbidden(e.to_string()).into(),
+        RunbookError::Prompt(p) => p.into(),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn resume_command(ctx: &Context, rb: &Runbook, ns: &str, etcd: &str, member: Option<&str>, yes: bool) -> String {
+    let mut s = format!("{} runbook {}", druidctl::output::command_name(), rb.name);
+    if let Some(k) = &ctx.global.kubeconfig {
+        s.push_str(&format!(" --kubeconfig {}", k.display()));
+    }
+    if let Some(c) = &ctx.global.context {
+        s.push_str(&format!(" --context {c}"));
+    }
+    s.push_str(&format!(" -n {ns} {etcd}"));
+    if let Some(m) = member {
+        s.push_str(&format!(" {m}"));
+    }
+    s.push_str(" --resume");
+    if yes {
+        s.push_str(" --yes");
+    }
+    s
+}
+
+fn list(ctx: &mut Context) -> anyhow::Result<()> {
+    match ctx.printer.format() {
+        OutputFormat::Json | OutputFormat::Yaml | OutputFormat::Jsonl => {
+            let items: Vec<serde_json::Value> = ALL
+                .iter()
+                .map(|r| serde_json::json!({"name": r.name, "taskType": r.task_type, "summary": r.summary, "dataLoss": r.data_loss}))
+                .collect();
+            match ctx.printer.format() {
+                OutputFormat::Yaml => ctx.printer.yaml(&items)?,
+                OutputFormat::Jsonl => {
+                    for i in &items {
+                        ctx.printer.jsonl(i)?;
+                    }
+                }
+                _ => ctx.printer.json(&items)?,
+            }
+        }
+        OutputFormat::Name => {
+            let text: String = ALL.iter().map(|r| format!("{}\n", r.name)).collect();
+            ctx.printer.text(&text)?;
+        }
+        _ => {
+            let mut t = druidctl::output::Table::new(&["RUNBOOK", "TASK TYPE", "WHAT IT DOES"]);
+            for r in ALL {
+                t.row(vec![druidctl::output::Cell::plain(r.name), druidctl::output::Cell::plain(r.task_type), druidctl::output::Cell::plain(r.summary)]);
+            }
+            ctx.printer.print(&ListTable(t))?;
+        }
+    }
+    Ok(())
+}
+
+struct ListTable(druidctl::output::Table);
+
+impl druidctl::output::Printable for ListTable {
+    fn table(&self, _wide: bool) -> druidctl::output::Table {
+        self.0.clone()
+    }
+    fn document(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Human duration: `850ms`, `3.2s`, `1m04s`.
+pub fn human_ms(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// The terminal/CI side of a run: plan, progress with elapsed time, confirmations, summary; or JSON lines.
+pub struct CliOperator {
+    jsonl: bool,
+    color: bool,
+    bar: Mutex<Option<ProgressBar>>,
+    interactive_stderr: bool,
+    /// Indent of human lines (the demo nests the runbook under its own timeline).
+    pub indent: &'static str,
+}
+
+impl CliOperator {
+    /// An operator printing in `format`.
+    pub fn new(format: OutputFormat, color: bool) -> CliOperator {
+        CliOperator {
+            jsonl: matches!(format, OutputFormat::Jsonl | OutputFormat::Json),
+            color,
+            bar: Mutex::new(None),
+            interactive_stderr: std::io::stderr().is_terminal(),
+            indent: "",
+        }
+    }
+
+    fn line(&self, text: &str) {
+        let out = format!("{}{text}\n", self.indent);
+        match self.bar.lock().expect("bar").as_ref() {
+            Some(pb) => pb.suspend(|| {
+                let _ = std::io::stdout().write_all(out.as_bytes());
+            }),
+            None => {
+                let _ = std::io::stdout().write_all(out.as_bytes());
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    fn bold(&self, s: &str) -> String {
+        if self.color { format!("\x1b[1m{s}\x1b[0m") } else { s.to_string() }
+    }
+
+    fn red(&self, s: &str) -> String {
+        if self.color { format!("\x1b[31m{s}\x1b[0m") } else { s.to_string() }
+    }
+
+    /// Clears a progress bar left over.
+    pub fn finish(&self) {
+        if let Some(pb) = self.bar.lock().expect("bar").take() {
+            pb.finish_and_clear();
+        }
+    }
+
+    /// The summary table.
+    pub fn summary_lines(s: &Summary) -> Vec<String> {
+        let width = s.steps.iter().map(|t| t.name.len() + 1).max().unwrap_or(4).max(4);
+        let mut out = vec![format!("{:<width$}  {:<22}  {:>8}  {:>8}", "STEP", "RESULT", "TIME", "WAITED")];
+        for t in &s.steps {
+            let name = if t.destructive { format!("{}!", t.name) } else { t.name.clone() };
+            out.push(format!("{:<width$}  {:<22}  {:>8}  {:>8}", name, t.how, human_ms(t.duration_ms), human_ms(t.waited_ms), width = width));
+        }
+        out.push(format!(
+            "total {} — waiting for etcd/pods/druid {}, confirmations {}, runbook overhead {}",
+            human_ms(s.total_ms),
+            human_ms(s.waited_ms),
+            human_ms(s.prompt_ms),
+            human_ms(s.overhead_ms)
+        ));
+        out
+    }
+}
+
+impl Operator for CliOperator {
+    fn event(&self, event: &Event) {
+        if self.jsonl {
+            let mut out = std::io::stdout();
+            let _ = serde_json::to_writer(&mut out, event);
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+            return;
+        }
+        match event {
+            Event::Plan { runbook, namespace, etcd, resuming, steps, backup, data_loss } => {
+                let head = match resuming {
+                    Some(t) => format!("Runbook {runbook} for etcd {namespace}/{etcd} — continuing task {t}"),
+                    None => format!("Runbook {runbook} for etcd {namespace}/{etcd}"),
+                };
+                self.line(&self.bold(&head));
+                if let Some(b) = backup {
+                    let age = b.age_seconds.map(|a| format!("{} old", druidctl::output::age::human(a))).unwrap_or_else(|| "none found".into());
+                    self.line(&format!("Newest full snapshot: {age}{}", if b.stale { " (STALE)" } else { "" }));
+                }
+                self.line(&format!("What can be lost: {data_loss}"));
+                for s in steps {
+                    let mark = if s.done { "done " } else if s.destructive { "DESTRUCTIVE " } else { "" };
+                    let mark = if s.destructive && !s.done { self.red(mark) } else { mark.to_string() };
+                    self.line(&format!("{:>3}. {mark}{} — {}", s.index, s.name, s.description));
+                    for k in &s.kubectl {
+                        self.line(&format!("       $ {k}"));
+                    }
+                }
+            }
+            Event::Warning { message } => self.line(&format!("warning: {message}")),
+            Event::Task { name, created } => {
+                self.line(&format!("{} task {name} (journal: its status and annotations)", if *created { "Created" } else { "Continuing" }))
+            }
+            Event::WaitingForLease { holder, expires_in_ms } => {
+                self.line(&format!("waiting for the previous executor {holder} (its lease expires in {})", human_ms(*expires_in_ms)))
+            }
+            Event::StepStarted { index, total, name, destructive, .. } => {
+                let label = format!("[{index}/{total}] {name}{}", if *destructive { " (destructive)" } else { "" });
+                if self.interactive_stderr && !self.jsonl {
+                    let pb = ProgressBar::new_spinner();
+                    pb.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                    pb.set_message(label);
+                    pb.enable_steady_tick(Duration::from_millis(120));
+                    *self.bar.lock().expect("bar") = Some(pb);
+                } else {
+                    self.line(&format!("→ {label}"));
+                }
+            }
+            Event::StepWaiting { name, reason } => {
+                if let Some(pb) = self.bar.lock().expect("bar").as_ref() {
+                    pb.set_message(format!("{name}: {reason}"));
+                } else {
+                    self.line(&format!("  … {name}: {reason}"));
+                }
+            }
+            Event::StepRetry { name, error, retry_in_ms } => self.line(&format!("  ! {name}: {error}; retrying in {}", human_ms(*retry_in_ms))),
+            Event::StepFinished { name, how, duration_ms, .. } => {
+                self.finish();
+                self.line(&format!("✓ {name}: {how} in {}", human_ms(*duration_ms)));
+            }
+            Event::StepFailed { name, error } => {
+                self.finish();
+                self.line(&format!("✗ {name}: {error}"));
+            }
+            Event::Interrupted { next_step, resume_command } => {
+                self.finish();
+                self.line(&format!("stopped before {next_step}; continue with: {resume_command}"));
+            }
+            Event::Finished { summary } => {
+                self.finish();
+                for l in Self::summary_lines(summary) {
+                    self.line(&l);
+                }
+            }
+        }
+    }
+
+    fn can_prompt(&self) -> bool {
+        std::io::stdin().is_terminal()
+    }
+
+    fn confirm(&self, question: &str, expected: Option<&str>) -> Result<(), PromptError> {
+        let ask = || match expected {
+            Some(e) => confirm_by_typing(question, e, false),
+            None => confirm(question, false),
+        };
+        match self.bar.lock().expect("bar").as_ref() {
+            Some(pb) => pb.suspend(ask),
+            None => ask(),
+        }
+    }
+}

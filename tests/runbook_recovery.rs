@@ -1,0 +1,91 @@
+//! The quorum-loss recovery on a playground with real etcd, driven through the real binary: keys written
+//! before the last snapshot come back, later ones are gone; a run killed with SIGKILL in the middle of the
+//! destructive part is finished by re-running it, without repeating a completed destructive step.
+//! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
+
+mod runbook_support;
+
+use std::time::Duration;
+
+use druidctl::api::EtcdOperatorTask;
+use druidctl::sim::etcd::require_etcd;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Api;
+use kube::api::ListParams;
+use runbook_support::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+async fn assert_keys(pg: &druidctl::sim::landscape::Playground, ns: &str, before: usize) {
+    for m in 0..3 {
+        let c = pg.etcd_client(ns, m).unwrap();
+        assert_eq!(c.get_prefix("/before/").await.unwrap().len(), before, "member {m}: every key written before the snapshot is back");
+        assert!(c.get_prefix("/after/").await.unwrap().is_empty(), "member {m}: keys written after the last snapshot are lost");
+        let members = c.member_list().await.unwrap();
+        assert_eq!(members.len(), 3);
+        assert!(members.iter().all(|x| !x.is_learner), "every member promoted");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_loss_recovery_restores_the_keys_before_the_snapshot_and_loses_the_later_ones() {
+    let Some(_) = require_etcd("runbook quorum-loss recovery") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 3).await;
+    let ns = lose_quorum_after_snapshot(&pg, 25, 5).await;
+
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).await;
+    assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
+    let ev = events(&r.stdout);
+    let finished = ev.iter().find(|e| e["event"] == "finished").expect("finished event");
+    assert_eq!(finished["summary"]["steps"].as_array().unwrap().len(), 11);
+    eprintln!("runbook: total {}ms, waited {}ms, overhead {}ms", finished["summary"]["totalMs"], finished["summary"]["waitedMs"], finished["summary"]["overheadMs"]);
+    assert_keys(&pg, &ns, 25).await;
+    let tasks = Api::<EtcdOperatorTask>::namespaced(pg.server().client(), &ns).list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].state().as_str(), "Succeeded");
+    assert_eq!(pg.etcd_ready(&ns).await.unwrap(), ("True".to_string(), "Quorate".to_string()));
+    pg.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_loss_recovery_killed_in_the_destructive_part_finishes_on_rerun_without_repeating_it() {
+    let Some(_) = require_etcd("runbook kill and resume") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 3).await;
+    let ns = lose_quorum_after_snapshot(&pg, 15, 3).await;
+
+    // First run: SIGKILL once the PVCs are deleted, while the member leases are being deleted.
+    let mut child = druidctl(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut first_run = Vec::new();
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.expect("event in time").unwrap().expect("run ended early");
+        let e: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if e["event"] == "stepStarted" {
+            first_run.push(e["name"].as_str().unwrap().to_string());
+        }
+        if e["event"] == "stepStarted" && e["name"] == "DeleteMemberLeases" {
+            break;
+        }
+    }
+    child.start_kill().unwrap();
+    let status = child.wait().await.unwrap();
+    assert!(!status.success());
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(pg.server().client(), &ns);
+    assert!(pvcs.list(&ListParams::default()).await.unwrap().items.is_empty(), "the destructive step had completed");
+    let task = &Api::<EtcdOperatorTask>::namespaced(pg.server().client(), &ns).list(&ListParams::default()).await.unwrap().items[0];
+    assert_eq!(task.state().as_str(), "InProgress", "the journal keeps the run open");
+
+    // Re-run the same command: it waits for the killed run's lease, then continues.
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).await;
+    assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
+    let second_run = started_steps(&r.stdout);
+    for done in first_run.iter().filter(|s| *s != "DeleteMemberLeases") {
+        assert!(!second_run.contains(done), "{done} ran again: {second_run:?}");
+    }
+    assert!(!second_run.contains(&"DeletePersistentVolumeClaims".to_string()), "the destructive step is never repeated");
+    let plan = events(&r.stdout).into_iter().find(|e| e["event"] == "plan").unwrap();
+    assert!(plan["resuming"].is_string(), "the second run continues the same task: {plan}");
+    assert_keys(&pg, &ns, 15).await;
+    pg.down().await;
+}

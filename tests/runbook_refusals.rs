@@ -1,0 +1,97 @@
+//! Runbook refusals through the real binary: each ends with its documented exit code, one sentence on
+//! stderr, and an unchanged cluster (no task, no annotation, StatefulSet untouched).
+//! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
+
+mod runbook_support;
+
+use druidctl::sim::etcd::require_etcd;
+use runbook_support::*;
+
+const REJECTED: i32 = 3;
+const FORBIDDEN: i32 = 5;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_cluster_refuses_recovery_member_restore_of_a_healthy_member_and_users_without_permission() {
+    let Some(_) = require_etcd("runbook refusals on a healthy cluster") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 3).await;
+    let ns = pg.namespaces()[0].clone();
+    let before = cluster_facts(&pg, &ns).await;
+
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes"]).await;
+    assert_eq!(r.code, REJECTED, "{}", r.stderr);
+    assert!(one_sentence(&r.stderr).contains("still has quorum"), "{}", r.stderr);
+
+    let r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-1", "--yes"]).await;
+    assert_eq!(r.code, REJECTED, "{}", r.stderr);
+    assert!(one_sentence(&r.stderr).contains("etcd-main-1 is healthy"), "{}", r.stderr);
+
+    let r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-7", "--yes"]).await;
+    assert_eq!(r.code, REJECTED, "{}", r.stderr);
+    assert!(one_sentence(&r.stderr).contains("not a member"), "{}", r.stderr);
+
+    // --plan changes nothing either, and shows the destructive step with its kubectl equivalent.
+    let r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-1", "--plan"]).await;
+    assert_eq!(r.code, REJECTED, "preconditions are checked for a plan too: {}", r.stderr);
+
+    // A user the API server knows but RBAC grants nothing.
+    pg.server().add_user("intern", &[]);
+    let kubeconfig = dir.path().join("intern.kubeconfig");
+    std::fs::write(&kubeconfig, pg.server().kubeconfig_yaml(pg.url(), "intern", Some(&ns))).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "runbook", "quorum-loss-recovery", "etcd-main", "--yes"])
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(FORBIDDEN), "{stderr}");
+    assert!(one_sentence(&stderr).contains("forbidden"), "{stderr}");
+
+    assert_eq!(cluster_facts(&pg, &ns).await, before, "refusals change nothing");
+    pg.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_terminal_and_without_yes_the_recovery_refuses_before_changing_anything() {
+    let Some(_) = require_etcd("runbook refusal without terminal") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 3).await;
+    let ns = lose_quorum_after_snapshot(&pg, 3, 0).await;
+    let before = cluster_facts(&pg, &ns).await;
+
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main"]).await;
+    assert_eq!(r.code, REJECTED, "{}", r.stderr);
+    let line = one_sentence(&r.stderr);
+    assert!(line.contains("not a terminal") && line.contains("--yes"), "{line}");
+    assert!(r.stdout.contains("DESTRUCTIVE DeletePersistentVolumeClaims"), "the plan was shown: {}", r.stdout);
+
+    // --plan prints the plan with kubectl equivalents and changes nothing.
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--plan"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("$ kubectl scale sts etcd-main --replicas=0"), "{}", r.stdout);
+    assert!(r.stdout.contains("Newest full snapshot:"), "{}", r.stdout);
+
+    // --resume with nothing to resume.
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--resume", "--yes"]).await;
+    assert_eq!(r.code, REJECTED, "{}", r.stderr);
+    assert!(one_sentence(&r.stderr).contains("no unfinished"), "{}", r.stderr);
+
+    assert_eq!(cluster_facts(&pg, &ns).await, before, "refusals change nothing");
+    pg.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_member_etcd_refuses_quorum_loss_recovery() {
+    let Some(_) = require_etcd("runbook refusal single member") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 1).await;
+    let ns = pg.namespaces()[0].clone();
+    let before = cluster_facts(&pg, &ns).await;
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes"]).await;
+    assert_eq!(r.code, REJECTED, "{}", r.stderr);
+    assert!(one_sentence(&r.stderr).contains("single member"), "{}", r.stderr);
+    assert_eq!(cluster_facts(&pg, &ns).await, before);
+    pg.down().await;
+}
