@@ -47,25 +47,54 @@ async fn main() {
         api.create(&PostParams::default(), &cm(i)).await.unwrap();
     }
     let create = start.elapsed();
-    println!("create {OBJECTS} configmaps in-process: {:.2?} ({:.0} creates/s)", create, OBJECTS as f64 / create.as_secs_f64());
+    println!(
+        "create {OBJECTS} configmaps in-process: {:.2?} ({:.0} creates/s)",
+        create,
+        OBJECTS as f64 / create.as_secs_f64()
+    );
 
     let (inproc, n) = time_lists(&api, &ListParams::default(), 5).await;
     assert_eq!(n, OBJECTS);
     println!("LIST {OBJECTS} in-process: {inproc:.2?} per list");
     let (paged, _) = time_lists(&api, &ListParams::default().limit(500), 5).await;
-    println!("LIST {OBJECTS} in-process, pages of 500: {paged:.2?} per full walk ({:.2}x the single list)", paged.as_secs_f64() / inproc.as_secs_f64());
+    println!(
+        "LIST {OBJECTS} in-process, pages of 500: {paged:.2?} per full walk ({:.2}x the single list)",
+        paged.as_secs_f64() / inproc.as_secs_f64()
+    );
     let (selected, m) = time_lists(&api, &ListParams::default().labels("shard=3"), 5).await;
     println!("LIST with labelSelector (1/10 match, {m} items): {selected:.2?}");
 
-    let ep = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(&ep.url, "admin", Some("default"))).unwrap();
-    let http = kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap();
+    let ep = server
+        .serve_http("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(
+        &ep.url,
+        "admin",
+        Some("default"),
+    ))
+    .unwrap();
+    let http = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     let http_api: Api<ConfigMap> = Api::namespaced(http, "default");
     let (over_http, _) = time_lists(&http_api, &ListParams::default(), 5).await;
-    println!("LIST {OBJECTS} over loopback HTTP: {over_http:.2?} per list ({:.2}x in-process)", over_http.as_secs_f64() / inproc.as_secs_f64());
+    println!(
+        "LIST {OBJECTS} over loopback HTTP: {over_http:.2?} per list ({:.2}x in-process)",
+        over_http.as_secs_f64() / inproc.as_secs_f64()
+    );
 
     // Watch fan-out: WATCHES concurrent watches, FANOUT_EVENTS creates; time until every watcher has all.
-    let rv = api.list(&ListParams::default().limit(1)).await.unwrap().metadata.resource_version.unwrap();
+    let rv = api
+        .list(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     let mut handles = Vec::new();
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(WATCHES);
     for _ in 0..WATCHES {
@@ -73,7 +102,11 @@ async fn main() {
         let rv = rv.clone();
         let ready = ready_tx.clone();
         handles.push(tokio::spawn(async move {
-            let mut s = api.watch(&WatchParams::default().disable_bookmarks(), &rv).await.unwrap().boxed();
+            let mut s = api
+                .watch(&WatchParams::default().disable_bookmarks(), &rv)
+                .await
+                .unwrap()
+                .boxed();
             ready.send(()).await.unwrap();
             let mut seen = 0;
             while seen < FANOUT_EVENTS {
@@ -89,7 +122,9 @@ async fn main() {
     }
     let start = Instant::now();
     for i in 0..FANOUT_EVENTS {
-        api.create(&PostParams::default(), &cm(OBJECTS + i)).await.unwrap();
+        api.create(&PostParams::default(), &cm(OBJECTS + i))
+            .await
+            .unwrap();
     }
     let writes_done = start.elapsed();
     let mut last = start;
@@ -105,9 +140,72 @@ async fn main() {
     // Baseline: the same creates with no watcher.
     let start = Instant::now();
     for i in 0..FANOUT_EVENTS {
-        api.create(&PostParams::default(), &cm(OBJECTS + FANOUT_EVENTS + i)).await.unwrap();
+        api.create(&PostParams::default(), &cm(OBJECTS + FANOUT_EVENTS + i))
+            .await
+            .unwrap();
     }
     let base = start.elapsed();
-    println!("creates without watchers: {base:.2?}; cost of {WATCHES} watches on writes: {:.2}x", writes_done.as_secs_f64() / base.as_secs_f64());
-    println!("request log: {} LIST, {} WATCH, {} CREATE", server.request_log().count("list", "configmaps"), server.request_log().count("watch", "configmaps"), server.request_log().count("create", "configmaps"));
+    println!(
+        "creates without watchers: {base:.2?}; cost of {WATCHES} watches on writes: {:.2}x",
+        writes_done.as_secs_f64() / base.as_secs_f64()
+    );
+    // Same fan-out with raw watch streams (no client-side decoding): the server's own cost.
+    let rv = api
+        .list(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut handles = Vec::new();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(WATCHES);
+    for _ in 0..WATCHES {
+        let client = server.client();
+        let rv = rv.clone();
+        let ready = ready_tx.clone();
+        handles.push(tokio::spawn(async move {
+            use futures::AsyncBufReadExt;
+            let req = http::Request::get(format!(
+                "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
+            ))
+            .body(Vec::new())
+            .unwrap();
+            let stream = client.request_stream(req).await.unwrap();
+            ready.send(()).await.unwrap();
+            let mut lines = stream.lines();
+            let mut seen = 0;
+            while seen < FANOUT_EVENTS {
+                if let Some(Ok(_)) = lines.next().await {
+                    seen += 1;
+                }
+            }
+            Instant::now()
+        }));
+    }
+    for _ in 0..WATCHES {
+        ready_rx.recv().await.unwrap();
+    }
+    let start = Instant::now();
+    for i in 0..FANOUT_EVENTS {
+        api.create(&PostParams::default(), &cm(OBJECTS + 2 * FANOUT_EVENTS + i))
+            .await
+            .unwrap();
+    }
+    let raw_writes = start.elapsed();
+    let mut last = start;
+    for h in handles {
+        last = last.max(h.await.unwrap());
+    }
+    let raw_total = last - start;
+    println!(
+        "raw watch fan-out (no client decoding): writes {raw_writes:.2?} ({:.2}x no watchers), all delivered after {raw_total:.2?} ({:.0} deliveries/s)",
+        raw_writes.as_secs_f64() / base.as_secs_f64(),
+        deliveries as f64 / raw_total.as_secs_f64()
+    );
+    println!(
+        "request log: {} LIST, {} WATCH, {} CREATE",
+        server.request_log().count("list", "configmaps"),
+        server.request_log().count("watch", "configmaps"),
+        server.request_log().count("create", "configmaps")
+    );
 }

@@ -8,16 +8,41 @@ use druidctl::sim::etcd::require_etcd;
 fn demo_recovers_the_snapshotted_keys_reports_the_lost_ones_and_cleans_up() {
     let Some(_) = require_etcd("druidctl demo") else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
         .args(["demo", "--keys-before", "12", "--keys-after", "4"])
         .env("TMPDIR", tmp.path())
         .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // Read the output on threads so that a stuck demo is killed and its progress shown.
+    let read = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out_thread = read(Box::new(child.stdout.take().unwrap()));
+    let err_thread = read(Box::new(child.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let stdout = out_thread.join().unwrap();
+    let stderr = err_thread.join().unwrap();
+    let status = status.unwrap_or_else(|| panic!("demo did not finish within 150 s; stdout:\n{stdout}\nstderr:\n{stderr}"));
+    assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("survived: 12/12 keys written before the snapshot"), "{stdout}");
     assert!(stdout.contains("lost:     4/4 keys written after the snapshot"), "{stdout}");
     assert!(stdout.contains("Timeline:") && stdout.contains("DeletePersistentVolumeClaims") && stdout.contains("total"), "{stdout}");

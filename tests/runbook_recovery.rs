@@ -89,3 +89,43 @@ async fn quorum_loss_recovery_killed_in_the_destructive_part_finishes_on_rerun_w
     assert_keys(&pg, &ns, 15).await;
     pg.down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_the_recovery_at_a_safe_point_and_the_printed_command_finishes_it() {
+    let Some(_) = require_etcd("runbook ctrl-c and resume") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 3).await;
+    let ns = lose_quorum_after_snapshot(&pg, 8, 2).await;
+
+    let mut child = druidctl(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut interrupted = None;
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.expect("event in time").unwrap() {
+        let e: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if e["event"] == "stepStarted" && e["name"] == "WaitMember0Ready" {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
+        }
+        if e["event"] == "interrupted" {
+            interrupted = Some(e);
+        }
+    }
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(130), "Ctrl-C ends with the documented code");
+    let e = interrupted.expect("an interrupted event");
+    let resume = e["resumeCommand"].as_str().unwrap().to_string();
+    assert!(resume.contains("--resume") && resume.contains(&ns), "{resume}");
+
+    // Run exactly the printed command (it names the kubeconfig it was given).
+    let words: Vec<&str> = resume.split_whitespace().skip(1).collect();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"));
+    cmd.args(&words).args(["-o", "jsonl"]).env_remove("KUBECONFIG").stdin(std::process::Stdio::null()).kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let steps = started_steps(&stdout);
+    assert_eq!(steps.first().map(String::as_str), Some(e["nextStep"].as_str().unwrap()), "continues where it stopped: {steps:?}");
+    assert!(!steps.contains(&"DeletePersistentVolumeClaims".to_string()));
+    assert_keys(&pg, &ns, 8).await;
+    pg.down().await;
+}

@@ -274,3 +274,91 @@ async fn under_api_errors_watch_cuts_and_restarts_every_task_ends_correctly_once
     let retried = all.values().filter(|t| t.status.as_ref().is_some_and(|s| s.last_errors.iter().any(|e| e.code == "TransientError"))).count();
     assert!(retried >= 20, "transient failures are recorded in lastErrors ({retried})");
 }
+
+/// Refuses every write by one user: that replica is as good as dead (it can neither renew nor act).
+struct Partition {
+    user: String,
+    on: std::sync::atomic::AtomicBool,
+}
+
+impl druidctl::sim::apiserver::AdmissionHook for Partition {
+    fn admit(&self, _s: &ApiServer, req: &druidctl::sim::apiserver::AdmissionRequest) -> Result<(), String> {
+        if self.on.load(std::sync::atomic::Ordering::SeqCst) && req.user == self.user {
+            return Err(format!("{} is partitioned away", self.user));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn when_the_leader_dies_mid_task_the_standby_takes_over_and_the_task_runs_once() {
+    use druidctl::reconciler::controller::{Health, LeaderElection, run_with_leader_election};
+    use tokio_util::sync::CancellationToken;
+    let server = server_with_etcds(&["shoot"], 1).await;
+    for u in ["replica-a", "replica-b"] {
+        server.add_user(u, &["system:masters"]);
+    }
+    let partition = Arc::new(Partition { user: "replica-a".into(), on: false.into() });
+    server.add_admission_hook(partition.clone());
+    let ledger = Arc::new(Ledger::default());
+    let election = LeaderElection { namespace: "shoot".into(), name: controller::LEADER_LEASE.into(), lease: Duration::from_secs(2) };
+    let opts = ControllerOptions { namespace: Some("shoot".into()), workers: 2, resync: Duration::from_secs(1) };
+    let start = |user: &str, stop: CancellationToken, health: Arc<Health>| {
+        let mut o = fast_options(user);
+        o.executor_lease = Duration::from_secs(2);
+        let r = Arc::new(Reconciler::new(server.client_for(user), Arc::new(Registry::with_noop(ledger.clone())), o));
+        tokio::spawn(run_with_leader_election(r, opts.clone(), election.clone(), stop, health))
+    };
+    let (stop_a, health_a) = (CancellationToken::new(), Arc::new(Health::default()));
+    let a = start("replica-a", stop_a.clone(), health_a.clone());
+    while !health_a.leading.load(std::sync::atomic::Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (stop_b, health_b) = (CancellationToken::new(), Arc::new(Health::default()));
+    let b = start("replica-b", stop_b.clone(), health_b.clone());
+
+    let client = server.client();
+    let task = create(&client, "shoot", "slow", "etcd-0", noop::TYPE, Some("durationMillis: 1500")).await;
+    let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), "shoot");
+    while api.get("slow").await.unwrap().state() != TaskState::InProgress {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!health_b.leading.load(std::sync::atomic::Ordering::SeqCst), "one leader at a time");
+    // The leader "dies" mid-step: none of its writes get through any more.
+    partition.on.store(true, std::sync::atomic::Ordering::SeqCst);
+    let all = wait_all_terminal(&client, &["shoot"], 1, Duration::from_secs(20)).await;
+    assert_eq!(all["shoot/slow"].state(), TaskState::Succeeded, "{}", reason(&all["shoot/slow"]));
+    assert!(health_b.leading.load(std::sync::atomic::Ordering::SeqCst), "the standby leads now");
+    assert_eq!(ledger.executions(task.metadata.uid.as_deref().unwrap()), 1, "finished exactly once");
+    stop_a.cancel();
+    stop_b.cancel();
+    let _ = tokio::join!(a, b);
+}
+
+#[tokio::test]
+async fn an_api_server_restart_with_history_costs_the_controller_no_relist() {
+    let server = server_with_etcds(&["shoot"], 1).await;
+    let client = server.client();
+    let ledger = Arc::new(Ledger::default());
+    let r = reconciler(client.clone(), &ledger, "serve");
+    let synced = Arc::new(AtomicBool::new(false));
+    let opts = ControllerOptions { namespace: Some("shoot".into()), workers: 2, resync: Duration::from_secs(60) };
+    let ctl = tokio::spawn(controller::run(r.clone(), opts, synced.clone()));
+    while !synced.load(std::sync::atomic::Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lists_before = server.request_log().count("list", "etcdoperatortasks");
+    for i in 0..3 {
+        server.restart(true).await;
+        create(&client, "shoot", &format!("after-restart-{i}"), "etcd-0", noop::TYPE, None).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Nothing but the controller lists tasks until here: it resumed its watch from its resourceVersion.
+    assert_eq!(server.request_log().count("list", "etcdoperatortasks"), lists_before, "LISTs after 3 restarts");
+    let all = wait_all_terminal(&client, &["shoot"], 3, Duration::from_secs(20)).await;
+    assert!(all.values().all(|t| t.state() == TaskState::Succeeded));
+    r.shutdown.cancel();
+    ctl.await.unwrap();
+    let text = r.metrics.encode();
+    assert_eq!(sample_sum(&text, "druidctl_watch_relists_total", &[]), 1.0, "only the initial list: {text}");
+}

@@ -1,123 +1,22 @@
 //! The DEP-05 task types end to end against the embedded API server, with small fakes standing in for the
 //! backup sidecar (behind the service proxy), the Job controller and etcd-druid's copy-backups controller.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+mod tasks_support;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use druidctl::api::task::{EtcdOperatorTaskSpec, NamespacedName};
 use druidctl::api::{EtcdOperatorTask, TaskState};
 use druidctl::reconciler::{Backoff, Reconciler, ReconcilerOptions};
-use druidctl::sim::apiserver::ApiServer;
 use druidctl::tasks::Registry;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::{Value, json};
-
-const NS: &str = "shoot";
-const ETCD: &str = "etcd-main";
-
-fn etcd_ar() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"), "etcds")
-}
-
-/// A quorate 3-member Etcd with backups, its pods, its client Service.
-async fn landscape() -> ApiServer {
-    let server = ApiServer::new();
-    server.register_upstream_crds().unwrap();
-    server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).unwrap();
-    let c = server.client();
-    let post = PostParams::default();
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
-        .create(&post, &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap())
-        .await
-        .unwrap();
-    let etcds = Api::<DynamicObject>::namespaced_with(c.clone(), NS, &etcd_ar());
-    let etcd: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
-        "metadata": {"name": ETCD, "namespace": NS},
-        "spec": {"replicas": 3, "labels": {"app": "etcd-statefulset"}, "etcd": {},
-                 "backup": {"port": 8080, "store": {"provider": "Local", "container": "bucket", "prefix": "shoot/etcd-main"}}}
-    }))
-    .unwrap();
-    etcds.create(&post, &etcd).await.unwrap();
-    let members: Vec<Value> = (0..3)
-        .map(|i| json!({"name": format!("{ETCD}-{i}"), "id": format!("{i}"), "role": if i == 1 { "Leader" } else { "Member" }, "status": "Ready", "reason": "LeaseSucceeded", "lastTransitionTime": "2026-01-01T00:00:00Z"}))
-        .collect();
-    etcds
-        .patch_status(ETCD, &PatchParams::default(), &Patch::Merge(json!({"status": {"members": members, "ready": true}})))
-        .await
-        .unwrap();
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), NS);
-    for i in 0..3 {
-        let name = format!("{ETCD}-{i}");
-        let pod = json!({"metadata": {"name": name, "namespace": NS}, "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}});
-        pods.create(&post, &serde_json::from_value(pod).unwrap()).await.unwrap();
-        let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
-        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
-    }
-    let svc = json!({"metadata": {"name": format!("{ETCD}-client"), "namespace": NS}, "spec": {"ports": [{"name": "backuprestore", "port": 8080}]}});
-    Api::<k8s_openapi::api::core::v1::Service>::namespaced(c.clone(), NS).create(&post, &serde_json::from_value(svc).unwrap()).await.unwrap();
-    server
-}
-
-/// A fake leading backup sidecar: `/snapshot/full|delta` renew the snapshot lease like backup-restore does.
-#[derive(Clone, Default)]
-struct Sidecar {
-    calls: Arc<Mutex<Vec<String>>>,
-}
-
-impl Sidecar {
-    async fn start(&self, server: &ApiServer) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr: SocketAddr = listener.local_addr().unwrap();
-        server.register_service_backend(NS, &format!("{ETCD}-client"), 8080, addr);
-        let (me, client) = (self.clone(), server.client());
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
-                let (me, client) = (me.clone(), client.clone());
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (me, client) = (me.clone(), client.clone());
-                        async move {
-                            let path = req.uri().path().to_string();
-                            me.calls.lock().unwrap().push(path.clone());
-                            let body = match path.as_str() {
-                                "/snapshot/full" => renew(&client, &format!("{ETCD}-full-snap")).await,
-                                "/snapshot/delta" => renew(&client, &format!("{ETCD}-delta-snap")).await,
-                                "/compact" => json!({"message": "compacted", "revision": 42}),
-                                _ => json!({"message": "ok"}),
-                            };
-                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body.to_string()))))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
-                });
-            }
-        });
-    }
-    fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-async fn renew(client: &Client, lease: &str) -> Value {
-    let api: Api<Lease> = Api::namespaced(client.clone(), NS);
-    let now = jiff::Timestamp::now();
-    let obj = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": lease, "namespace": NS},
-                     "spec": {"holderIdentity": format!("{}", now.as_millisecond()), "renewTime": now.to_string()}});
-    api.patch(lease, &PatchParams::apply("backup-restore").force(), &Patch::Apply(&obj)).await.unwrap();
-    json!({"snapName": "Full-00000000-00000042", "lastRevision": 42})
-}
+use serde_json::json;
+use tasks_support::{ETCD, NS, Sidecar, landscape, lose_quorum, renew};
 
 fn reconciler(client: Client) -> Reconciler {
     let mut o = ReconcilerOptions::new("test");
@@ -168,11 +67,7 @@ async fn snapshot_task_on_an_etcd_without_quorum_is_rejected_and_touches_nothing
     let sidecar = Sidecar::default();
     sidecar.start(&server).await;
     let client = server.client();
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
-    for i in [0, 2] {
-        let status = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
-        pods.patch_status(&format!("{ETCD}-{i}"), &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
-    }
+    lose_quorum(&client).await;
     create(&client, "snap", "OnDemandSnapshotTask", Some("type: delta"), 3600).await;
     let t = reconciler(client).run_to_completion(NS, "snap").await.unwrap();
     assert_eq!(t.state(), TaskState::Rejected);

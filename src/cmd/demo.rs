@@ -32,7 +32,6 @@ pub struct DemoArgs {
 struct Timeline {
     started: Instant,
     entries: Vec<(String, Duration)>,
-    indent: bool,
 }
 
 impl Timeline {
@@ -71,7 +70,7 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
 }
 
 async fn demo(dir: &PathBuf, args: &DemoArgs, stop: CancellationToken) -> anyhow::Result<()> {
-    let mut tl = Timeline { started: Instant::now(), entries: Vec::new(), indent: false };
+    let mut tl = Timeline { started: Instant::now(), entries: Vec::new() };
     println!("druidctl demo: permanent quorum loss and its recovery, on a local playground\n");
 
     let t = tl.begin("start the playground: embedded API server + 3 real etcd members (etcd-druid, StatefulSet, sidecars simulated)");
@@ -90,7 +89,6 @@ async fn demo(dir: &PathBuf, args: &DemoArgs, stop: CancellationToken) -> anyhow
         println!("  {what:<width$}  {:>8}", human_ms(d.as_millis() as u64));
     }
     println!("  {:<width$}  {:>8}", "total", human_ms(tl.started.elapsed().as_millis() as u64));
-    let _ = tl.indent;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! The command line: clap definitions (their doc comments are the help text), global flags, and dispatch.
 //! Each command file turns arguments into a library call and prints the result; nothing here decides.
 
+pub mod cert;
 pub mod completion;
 pub mod compact;
 pub mod copy_backups;
@@ -9,10 +10,12 @@ pub mod exit;
 pub mod generate;
 pub mod install;
 pub mod list_resources;
+pub mod machine;
 pub mod maintenance;
 pub mod playground;
 pub mod protection;
 pub mod reconcile;
+pub mod renew;
 pub mod resume_reconcile;
 pub mod runbook;
 pub mod serve;
@@ -126,6 +129,12 @@ pub enum Command {
     Playground(playground::PlaygroundArgs),
     /// A whole rehearsal end to end: destroy a majority of an etcd cluster and recover it from its backup.
     Demo(demo::DemoArgs),
+    /// Mark cert-manager Certificates for re-issuance, like `cmctl renew`; --wait for the new revision.
+    Renew(renew::RenewArgs),
+    /// cert-manager Certificates: status with the time of the next automatic retry.
+    Cert(cert::CertArgs),
+    /// Machines (machine-controller-manager): delete one after checking what runs on its node.
+    Machine(machine::MachineArgs),
     /// Shell completion (bash, zsh, fish, powershell), including Etcd names from the cluster.
     Completion(completion::CompletionArgs),
     /// Print the version.
@@ -234,6 +243,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         Command::Compact(a) => compact::exec(&mut ctx, a).await,
                         Command::Maintenance(a) => maintenance::exec(&mut ctx, a).await,
                         Command::CopyBackups(a) => copy_backups::exec(&mut ctx, a).await,
+                        Command::Renew(a) => renew::exec(&mut ctx, a).await,
+                        Command::Cert(a) => cert::exec(&mut ctx, a).await,
+                        Command::Machine(a) => machine::exec(&mut ctx, a).await,
                         Command::Version(_) | Command::Completion(_) | Command::Generate(_) | Command::Serve(_) | Command::Runbook(_) | Command::Playground(_) | Command::Demo(_) => unreachable!("handled above"),
                     }
                 };

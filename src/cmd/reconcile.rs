@@ -27,9 +27,7 @@ pub async fn exec(ctx: &mut Context, args: ReconcileArgs) -> anyhow::Result<()> 
     let (cluster, etcds) = write_targets(ctx, &args.targets.etcds).await?;
     // Check every target before changing any, so a refusal changes nothing.
     for e in &etcds {
-        if annotate::spec_reconcile_suspended(e) {
-            annotate::request_reconcile(&cluster.client, e).await?;
-        }
+        annotate::check_reconcile_allowed(e)?;
     }
     let mut outcomes = Vec::new();
     for e in &etcds {

@@ -71,17 +71,24 @@ async fn patch_etcd(client: &Client, key: &ObjectKey, p: &kube::api::Patch<serde
         .map_err(|e| ClusterError::from_kube(e, &Subject { kind: "etcd", name: &key.name, namespace: &key.namespace }))
 }
 
-/// Asks etcd-druid to reconcile `etcd` now (`gardener.cloud/operation: reconcile`, which old and new druid
-/// honour). Refused while spec reconciliation is suspended, because druid would ignore the request.
-pub async fn request_reconcile(client: &Client, etcd: &Etcd) -> Result<Outcome, AnnotateError> {
-    let key = super::etcds::key_of(etcd);
+/// Refuses a reconcile request while spec reconciliation is suspended: druid would ignore it.
+pub fn check_reconcile_allowed(etcd: &Etcd) -> Result<(), AnnotateError> {
     if spec_reconcile_suspended(etcd) {
+        let key = super::etcds::key_of(etcd);
         return Err(AnnotateError::Rejected(format!(
             "spec reconciliation of etcd {key} is suspended, so druid would ignore the request; run `{} resume-reconcile {}` first",
             crate::output::command_name(),
             key.name
         )));
     }
+    Ok(())
+}
+
+/// Asks etcd-druid to reconcile `etcd` now (`gardener.cloud/operation: reconcile`, which old and new druid
+/// honour). Refused while spec reconciliation is suspended, because druid would ignore the request.
+pub async fn request_reconcile(client: &Client, etcd: &Etcd) -> Result<Outcome, AnnotateError> {
+    check_reconcile_allowed(etcd)?;
+    let key = super::etcds::key_of(etcd);
     if reconcile_pending(etcd) {
         return Ok(Outcome { etcd: key.clone(), changed: false, message: format!("etcd {key}: reconcile already requested") });
     }

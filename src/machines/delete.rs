@@ -226,3 +226,47 @@ pub async fn wait_for_replacement(client: &Client, plan: &DeletionPlan, timeout:
         Err(_) => Err(ClusterError::Timeout { after: timeout, what }),
     }
 }
+
+impl DeletionPlan {
+    /// Lines for people: what backs what, what runs on the node, which Etcds and PDBs it concerns.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match (&self.machine, &self.node) {
+            (Some(m), Some(n)) => out.push(format!("machine {}/{m} backs node {n}", self.namespace)),
+            (Some(m), None) => out.push(format!("machine {}/{m} has no node", self.namespace)),
+            (None, Some(n)) => out.push(format!("node {n}: its machine is not readable here; asking machine-controller-manager through the node")),
+            (None, None) => {}
+        }
+        if let Some(n) = &self.node {
+            if self.impact.pods.is_empty() {
+                out.push(format!("no pods run on node {n}"));
+            } else {
+                out.push(format!("pods on node {n}: {}", self.impact.pods.join(", ")));
+            }
+        }
+        for e in &self.impact.etcds {
+            out.push(format!(
+                "etcd {}/{}: {} on this node; {} of {} members ready now, {} after (quorum needs {}){}",
+                e.namespace,
+                e.etcd,
+                e.members_on_node.join(", "),
+                e.before.ready,
+                e.before.members,
+                e.after.ready,
+                e.before.needed,
+                if e.loses_quorum { " — would LOSE QUORUM" } else { "" }
+            ));
+        }
+        for p in &self.impact.blocking_pdbs {
+            let effect = if self.method == DeletionMethod::ForceDeleteMachine { "is bypassed by force-deletion" } else { "would block the drain" };
+            out.push(format!(
+                "PodDisruptionBudget {}/{} ({} disruptions allowed, covers {}) {effect}",
+                p.namespace,
+                p.name,
+                p.disruptions_allowed,
+                p.pods.join(", ")
+            ));
+        }
+        out
+    }
+}

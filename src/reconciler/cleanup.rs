@@ -35,6 +35,25 @@ fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     }
 }
 
+/// Deletes every object matching `selector` one by one (`delete`, not `deletecollection`: least privilege);
+/// a missing API counts as nothing to delete.
+async fn delete_labelled<K>(api: &Api<K>, selector: &ListParams) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let items = match api.list(selector).await {
+        Ok(l) => l.items,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for o in items {
+        if let Some(n) = o.meta().name.clone() {
+            ignore_not_found(api.delete(&n, &DeleteParams::background()).await)?;
+        }
+    }
+    Ok(())
+}
+
 impl Reconciler {
     /// Deletes a finished task once its TTL has passed; otherwise says when to look again.
     pub(crate) async fn expire(&self, task: &EtcdOperatorTask) -> Result<Next, ReconcileError> {
@@ -57,11 +76,11 @@ impl Reconciler {
         let name = task.metadata.name.clone().unwrap_or_default();
         let selector = ListParams::default().labels(&format!("{CREATED_BY_LABEL}={name}"));
         let jobs: Api<Job> = Api::namespaced(self.client.clone(), &ns);
-        ignore_not_found(jobs.delete_collection(&DeleteParams::background(), &selector).await)
-            .map_err(|e| ReconcileError::api(format!("deleting the jobs of task {name}"), e))?;
+        delete_labelled(&jobs, &selector).await.map_err(|e| ReconcileError::api(format!("deleting the jobs of task {name}"), e))?;
         let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"), "etcdcopybackupstasks");
         let copies: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &ar);
-        ignore_not_found(copies.delete_collection(&DeleteParams::background(), &selector).await)
+        delete_labelled(&copies, &selector)
+            .await
             .map_err(|e| ReconcileError::api(format!("deleting the EtcdCopyBackupsTasks of task {name}"), e))?;
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &ns);
         ignore_not_found(leases.delete(&executor_lease_name(&name), &DeleteParams::default()).await)

@@ -80,8 +80,22 @@ impl LeaseLock {
         i32::try_from(self.duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
 
-    /// Takes the lease if it is free, expired or already ours.
+    /// Takes the lease if it is free, expired or already ours (transient errors are retried a few times).
     pub async fn try_acquire(&self) -> Result<Acquire, kube::Error> {
+        let mut delay = Duration::from_millis(10);
+        for _ in 0..3 {
+            match self.try_acquire_once().await {
+                Err(e) if crate::reconciler::transient(&e) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                other => return other,
+            }
+        }
+        self.try_acquire_once().await
+    }
+
+    async fn try_acquire_once(&self) -> Result<Acquire, kube::Error> {
         let current = self.api.get_opt(&self.name).await?;
         let Some(mut lease) = current else {
             let lease = Lease {

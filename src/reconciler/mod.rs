@@ -171,6 +171,8 @@ impl Reconciler {
     /// Drives one task in-process until it is terminal (or `timeout`), as `task create --local` does.
     pub async fn run_to_completion(&self, namespace: &str, name: &str) -> Result<EtcdOperatorTask, ReconcileError> {
         let api: Api<EtcdOperatorTask> = Api::namespaced(self.client.clone(), namespace);
+        let mut delay = Duration::ZERO;
+        let mut last_version: Option<String> = None;
         loop {
             let task = match api.get(name).await {
                 Ok(t) => t,
@@ -183,6 +185,13 @@ impl Reconciler {
             if task.state().is_terminal() || self.shutdown.is_cancelled() {
                 return Ok(task);
             }
+            // Look again at once after a change; wait only when nothing moved.
+            if task.metadata.resource_version == last_version && !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+                delay = Duration::ZERO;
+                continue;
+            }
+            last_version = task.metadata.resource_version.clone();
             let others = match api.list(&ListParams::default()).await {
                 Ok(l) => l.items,
                 Err(e) if transient(&e) => {
@@ -191,7 +200,7 @@ impl Reconciler {
                 }
                 Err(e) => return Err(ReconcileError::api("listing tasks", e)),
             };
-            let delay = match self.reconcile(&task, &others).await {
+            delay = match self.reconcile(&task, &others).await {
                 Ok(Next::Done) => Duration::from_millis(500),
                 Ok(Next::RequeueAfter(d)) => d.min(Duration::from_secs(1)),
                 Err(e) => {
@@ -199,7 +208,6 @@ impl Reconciler {
                     Duration::from_millis(500)
                 }
             };
-            tokio::time::sleep(delay).await;
         }
     }
 }

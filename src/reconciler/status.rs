@@ -3,7 +3,7 @@
 //! given up (admission, where a conflict means someone else decided).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 
 use crate::api::task::{LastError, LastOperation, OperationState};
 use crate::api::{EtcdOperatorTask, EtcdOperatorTaskStatus, TaskState};
@@ -67,12 +67,33 @@ impl TaskHandle {
         self.current.metadata.name.clone().unwrap_or_default()
     }
 
+    /// One status write; transient errors (5xx, 429, transport) are retried a few times at once, since a
+    /// write that did not happen can simply be repeated with the same resourceVersion.
     async fn put(&mut self, f: &(dyn Fn(&mut EtcdOperatorTaskStatus) + Send + Sync)) -> Result<(), kube::Error> {
-        let mut next = self.current.clone();
-        let status = next.status.get_or_insert_with(Default::default);
-        f(status);
-        status.observed_generation = next.metadata.generation;
-        let written = self.api.replace_status(&self.name(), &PostParams::default(), &next).await?;
+        let mut delay = std::time::Duration::from_millis(10);
+        for _ in 0..3 {
+            match self.put_once(f).await {
+                Err(e) if super::transient(&e) && !matches!(&e, kube::Error::Api(s) if s.code == 409) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                other => return other,
+            }
+        }
+        self.put_once(f).await
+    }
+
+    async fn put_once(&mut self, f: &(dyn Fn(&mut EtcdOperatorTaskStatus) + Send + Sync)) -> Result<(), kube::Error> {
+        let mut status = self.current.status.clone().unwrap_or_default();
+        f(&mut status);
+        status.observed_generation = self.current.metadata.generation;
+        // A merge patch carrying the resourceVersion we saw: the API server refuses it with 409 if the task
+        // changed since (the `serve` role needs only `patch` on the status subresource).
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": self.current.metadata.resource_version},
+            "status": status,
+        });
+        let written = self.api.patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
         self.current = written;
         Ok(())
     }

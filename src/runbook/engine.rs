@@ -477,7 +477,7 @@ pub async fn run(client: &Client, rb: &Runbook, o: &RunOptions, op: &dyn Operato
                 return Err(RunbookError::Rejected(format!("{message} Pass --accept-data-loss to recover anyway.")));
             }
             let t = Instant::now();
-            op.confirm("Recover from this backup and lose what is not in it?", None)?;
+            blocking(|| op.confirm("Recover from this backup and lose what is not in it?", None))?;
             prompt_time += t.elapsed();
         }
     }
@@ -543,12 +543,21 @@ pub async fn run(client: &Client, rb: &Runbook, o: &RunOptions, op: &dyn Operato
         })
     };
 
-    let result = execute(client, rb, o, op, task, &etcd, &steps, start, created, &halt, &mut prompt_time, started, waited_lease).await;
+    let result = execute(client, o, op, task, &etcd, &steps, start, created, &halt, &mut prompt_time, started, waited_lease).await;
     halt.cancel();
     stop_renewing.cancel();
     let _ = watcher.await;
     lock.release().await;
     result
+}
+
+/// Runs a blocking prompt without starving the runtime (the executor lease keeps being renewed meanwhile).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 fn empty_summary(task: &str, started: Instant) -> Summary {
@@ -559,7 +568,6 @@ fn empty_summary(task: &str, started: Instant) -> Summary {
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     client: &Client,
-    rb: &Runbook,
     o: &RunOptions,
     op: &dyn Operator,
     task: EtcdOperatorTask,
@@ -669,7 +677,6 @@ async fn execute(
         .map_err(journal_err)?;
     let summary = summarize(&task_name, timings, started, waited_total, *prompt_time);
     op.event(&Event::Finished { summary: summary.clone() });
-    let _ = rb;
     Ok(Outcome::Completed(summary))
 }
 
@@ -730,7 +737,8 @@ async fn run_step(
     if step.destructive() && !o.yes {
         let t = Instant::now();
         let etcd_name = etcd.metadata.name.clone().unwrap_or_default();
-        let r = op.confirm(&format!("Step {name}: {}.", step.description()), Some(&etcd_name));
+        let question = format!("Step {name}: {}.", step.description());
+        let r = blocking(|| op.confirm(&question, Some(&etcd_name)));
         *prompt_time += t.elapsed();
         r.map_err(StepFailure::Prompt)?;
     }

@@ -5,8 +5,10 @@
 //! done?), an idempotent `act`, and `verify` (wait with a timeout, saying why when not ready).
 
 pub mod compaction;
+pub mod cert_renewal;
 pub mod config;
 pub mod copy_backups;
+pub mod machine_deletion;
 pub mod maintenance;
 pub mod member_restore;
 pub mod noop;

@@ -16,8 +16,16 @@ pub type FieldPath = Vec<String>;
 pub type FieldSet = BTreeSet<FieldPath>;
 
 const IGNORED_META: &[&str] = &[
-    "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
-    "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink",
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
 ];
 
 /// Leaf paths set in `v` (ignoring server-owned metadata, `apiVersion` and `kind`).
@@ -53,7 +61,13 @@ fn key_token(item: &Value, mk: &str) -> String {
     format!("k:{}", Value::Object(m))
 }
 
-fn collect(v: &Value, path: &mut FieldPath, names: &mut Vec<String>, field: &str, out: &mut FieldSet) {
+fn collect(
+    v: &Value,
+    path: &mut FieldPath,
+    names: &mut Vec<String>,
+    field: &str,
+    out: &mut FieldSet,
+) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             names.push(field.to_string());
@@ -106,7 +120,11 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
     for p in set {
         let mut cur = &mut root;
         for tok in p {
-            cur = cur.entry(tok.clone()).or_insert_with(|| json!({})).as_object_mut().unwrap();
+            cur = cur
+                .entry(tok.clone())
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .unwrap();
         }
     }
     Value::Object(root)
@@ -146,7 +164,10 @@ pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
             cur = cur.get(f)?;
         } else if let Some(k) = tok.strip_prefix("k:") {
             let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
-            cur = cur.as_array()?.iter().find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
+            cur = cur
+                .as_array()?
+                .iter()
+                .find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
         } else if let Some(v) = tok.strip_prefix("v:") {
             let want: Value = serde_json::from_str(v).ok()?;
             cur = cur.as_array()?.iter().find(|it| **it == want)?;
@@ -159,7 +180,9 @@ pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
 
 /// Removes the field at `path` from `obj` (a `.` path removes the whole list element).
 pub fn remove_at(obj: &mut Value, path: &[String]) {
-    let Some((last, parent_path)) = path.split_last() else { return };
+    let Some((last, parent_path)) = path.split_last() else {
+        return;
+    };
     if last == "." {
         if let Some((elem, list_path)) = parent_path.split_last() {
             remove_elem(obj, list_path, elem);
@@ -170,14 +193,18 @@ pub fn remove_at(obj: &mut Value, path: &[String]) {
         remove_elem(obj, parent_path, last);
         return;
     }
-    let Some(parent) = value_at_mut(obj, parent_path) else { return };
+    let Some(parent) = value_at_mut(obj, parent_path) else {
+        return;
+    };
     if let (Some(m), Some(f)) = (parent.as_object_mut(), last.strip_prefix("f:")) {
         m.remove(f);
     }
 }
 
 fn remove_elem(obj: &mut Value, list_path: &[String], elem: &str) {
-    let Some(list) = value_at_mut(obj, list_path).and_then(|l| l.as_array_mut()) else { return };
+    let Some(list) = value_at_mut(obj, list_path).and_then(|l| l.as_array_mut()) else {
+        return;
+    };
     if let Some(k) = elem.strip_prefix("k:") {
         if let Ok(keys) = serde_json::from_str::<Map<String, Value>>(k) {
             list.retain(|it| !keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)));
@@ -196,7 +223,10 @@ fn value_at_mut<'a>(obj: &'a mut Value, path: &[String]) -> Option<&'a mut Value
             cur = cur.get_mut(f)?;
         } else if let Some(k) = tok.strip_prefix("k:") {
             let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
-            cur = cur.as_array_mut()?.iter_mut().find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
+            cur = cur
+                .as_array_mut()?
+                .iter_mut()
+                .find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
         } else {
             return None;
         }
@@ -282,12 +312,32 @@ pub fn managers_of(obj: &Value) -> Vec<Manager> {
         .map(|a| {
             a.iter()
                 .map(|e| Manager {
-                    manager: e.get("manager").and_then(|v| v.as_str()).unwrap_or_default().into(),
-                    operation: e.get("operation").and_then(|v| v.as_str()).unwrap_or("Update").into(),
-                    api_version: e.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default().into(),
-                    subresource: e.get("subresource").and_then(|v| v.as_str()).unwrap_or_default().into(),
+                    manager: e
+                        .get("manager")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .into(),
+                    operation: e
+                        .get("operation")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("Update")
+                        .into(),
+                    api_version: e
+                        .get("apiVersion")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .into(),
+                    subresource: e
+                        .get("subresource")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .into(),
                     fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
-                    time: e.get("time").and_then(|v| v.as_str()).unwrap_or_default().into(),
+                    time: e
+                        .get("time")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .into(),
                 })
                 .collect()
         })
@@ -320,10 +370,20 @@ pub fn set_managers(obj: &mut Value, managers: &[Manager]) {
 }
 
 /// Records an Update by `manager`: fields whose value changed between `old` and `new` move to it.
-pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_version: &str, subresource: &str, now: &str) {
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    api_version: &str,
+    subresource: &str,
+    now: &str,
+) {
     let status = subresource == "status";
     let new_fields = if status {
-        fields_of(&json!({"status": new.get("status").cloned().unwrap_or(Value::Null)}), true)
+        fields_of(
+            &json!({"status": new.get("status").cloned().unwrap_or(Value::Null)}),
+            true,
+        )
     } else {
         fields_of(new, false)
     };
@@ -339,7 +399,10 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
     for m in managers.iter_mut() {
         m.fields.retain(|p| !changed.contains(p));
     }
-    match managers.iter_mut().find(|m| m.manager == manager && m.operation == "Update" && m.subresource == subresource) {
+    match managers
+        .iter_mut()
+        .find(|m| m.manager == manager && m.operation == "Update" && m.subresource == subresource)
+    {
         Some(m) => {
             m.fields.extend(changed);
             m.time = now.into();
@@ -388,9 +451,19 @@ pub fn print_path(p: &[String]) -> String {
 
 /// Server-side apply of `applied` by `manager` onto `current` (None = create). Returns the new object or
 /// the conflicts (when not forced).
-pub fn apply(current: Option<&Value>, applied: &Value, manager: &str, api_version: &str, force: bool, now: &str, subresource: &str) -> Result<Value, Vec<Conflict>> {
+pub fn apply(
+    current: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    api_version: &str,
+    force: bool,
+    now: &str,
+    subresource: &str,
+) -> Result<Value, Vec<Conflict>> {
     let new_set = fields_of(applied, subresource == "status");
-    let mine = |m: &Manager| m.manager == manager && m.operation == "Apply" && m.subresource == subresource;
+    let mine = |m: &Manager| {
+        m.manager == manager && m.operation == "Apply" && m.subresource == subresource
+    };
     let mut managers = managers_of(current.unwrap_or(&Value::Null));
     let base = current.cloned().unwrap_or_else(|| json!({}));
     let mut conflicts = Vec::new();
@@ -422,11 +495,17 @@ pub fn apply(current: Option<&Value>, applied: &Value, manager: &str, api_versio
             .filter(|m| !mine(m))
             .flat_map(|m| m.fields.iter().cloned())
             .collect();
-        let mut gone: Vec<&FieldPath> = prev.fields.iter().filter(|p| !new_set.contains(*p) && !others.contains(*p)).collect();
+        let mut gone: Vec<&FieldPath> = prev
+            .fields
+            .iter()
+            .filter(|p| !new_set.contains(*p) && !others.contains(*p))
+            .collect();
         gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
         for p in gone {
             let elem_owned_elsewhere = p.last().is_some_and(|l| l == ".")
-                && others.iter().any(|o| o.len() > p.len() - 1 && o[..p.len() - 1] == p[..p.len() - 1]);
+                && others
+                    .iter()
+                    .any(|o| o.len() > p.len() - 1 && o[..p.len() - 1] == p[..p.len() - 1]);
             if !elem_owned_elsewhere {
                 remove_at(&mut obj, p);
             }
@@ -477,7 +556,10 @@ mod tests {
         let o = json!({"spec":{"template":{"spec":{"containers":[{"name":"etcd","image":"x"}]}}}});
         let s = fields_of(&o, false);
         let v = to_fields_v1(&s);
-        assert!(v.pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"etcd\"}/f:image").is_some());
+        assert!(
+            v.pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"etcd\"}/f:image")
+                .is_some()
+        );
         assert_eq!(from_fields_v1(&v), s);
     }
 }

@@ -15,7 +15,9 @@ const FIELDS: &[(&str, &str)] = &[
 ];
 
 fn rename(obj: &Value, to_events: bool, api_version: &str) -> Value {
-    let Some(m) = obj.as_object() else { return obj.clone() };
+    let Some(m) = obj.as_object() else {
+        return obj.clone();
+    };
     let mut out = Map::new();
     for (k, v) in m {
         let mapped = FIELDS.iter().find_map(|(core, ev)| {

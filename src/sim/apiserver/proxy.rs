@@ -19,19 +19,56 @@ pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -
         Some((s, p)) => (s.to_string(), p.to_string()),
         None => (raw.clone(), String::new()),
     };
-    if server.get_object("v1", "services", Some(&ns), &svc).is_none() {
-        return error_response(&ApiError::not_found(&ResourceName { group: "", resource: "services" }, &svc));
-    }
+    let Some(svc_obj) = server.get_object("v1", "services", Some(&ns), &svc) else {
+        return error_response(&ApiError::not_found(
+            &ResourceName {
+                group: "",
+                resource: "services",
+            },
+            &svc,
+        ));
+    };
+    // A named port (`svc:client`) resolves through the Service's ports.
+    let port = if !port.is_empty() && port.parse::<u16>().is_err() {
+        svc_obj
+            .pointer("/spec/ports")
+            .and_then(|p| p.as_array())
+            .and_then(|ps| {
+                ps.iter()
+                    .find(|p| p.get("name").and_then(|n| n.as_str()) == Some(port.as_str()))
+            })
+            .and_then(|p| p.get("port").and_then(|n| n.as_i64()))
+            .map(|n| n.to_string())
+            .unwrap_or(port)
+    } else {
+        port
+    };
     let target = {
         let b = server.inner.backends.read().unwrap();
         b.get(&(ns.clone(), svc.clone(), port.clone()))
             .copied()
-            .or_else(|| if port.is_empty() { b.iter().find(|((n, s, _), _)| *n == ns && *s == svc).map(|(_, a)| *a) } else { None })
+            .or_else(|| {
+                if port.is_empty() {
+                    b.iter()
+                        .find(|((n, s, _), _)| *n == ns && *s == svc)
+                        .map(|(_, a)| *a)
+                } else {
+                    None
+                }
+            })
     };
     let Some(target) = target else {
-        return error_response(&ApiError::new(503, "ServiceUnavailable", format!("no endpoints available for service \"{raw}\"")));
+        return error_response(&ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("no endpoints available for service \"{raw}\""),
+        ));
     };
-    let q = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+    let q = req
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
     let uri = format!("http://{target}/{}{q}", info.subpath);
     let mut b = Request::builder().method(req.method()).uri(&uri);
     for (k, v) in req.headers() {
@@ -44,9 +81,17 @@ pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -
     match client.request(out).await {
         Ok(resp) => {
             let (parts, body) = resp.into_parts();
-            let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+            let bytes = body
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
             Response::from_parts(parts, full(bytes))
         }
-        Err(e) => error_response(&ApiError::new(503, "ServiceUnavailable", format!("error trying to reach service: {e}"))),
+        Err(e) => error_response(&ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("error trying to reach service: {e}"),
+        )),
     }
 }

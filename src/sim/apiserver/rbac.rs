@@ -25,7 +25,13 @@ pub struct Attributes {
 }
 
 fn strs(v: Option<&Value>) -> Vec<String> {
-    v.and_then(|a| a.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+    v.and_then(|a| a.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn rule_allows(rule: &Value, a: &Attributes) -> bool {
@@ -37,10 +43,16 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     if !groups.iter().any(|g| g == "*" || *g == a.group) {
         return false;
     }
-    let combined = if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
+    let combined = if a.subresource.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}/{}", a.resource, a.subresource)
+    };
     let resources = strs(rule.get("resources"));
     if !resources.iter().any(|r| {
-        r == "*" || *r == combined || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource))
+        r == "*"
+            || *r == combined
+            || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource))
     }) {
         return false;
     }
@@ -49,7 +61,9 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
 }
 
 fn subject_matches(subjects: Option<&Value>, user: &UserInfo, binding_ns: &str) -> bool {
-    let Some(subs) = subjects.and_then(|s| s.as_array()) else { return false };
+    let Some(subs) = subjects.and_then(|s| s.as_array()) else {
+        return false;
+    };
     subs.iter().any(|s| {
         let kind = s.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
         let name = s.get("name").and_then(|k| k.as_str()).unwrap_or_default();
@@ -57,7 +71,11 @@ fn subject_matches(subjects: Option<&Value>, user: &UserInfo, binding_ns: &str) 
             "User" => name == user.name,
             "Group" => user.groups.iter().any(|g| g == name) || name == "system:authenticated",
             "ServiceAccount" => {
-                let ns = s.get("namespace").and_then(|k| k.as_str()).filter(|n| !n.is_empty()).unwrap_or(binding_ns);
+                let ns = s
+                    .get("namespace")
+                    .and_then(|k| k.as_str())
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or(binding_ns);
                 user.name == format!("system:serviceaccount:{ns}:{name}")
             }
             _ => false,
@@ -73,16 +91,30 @@ pub fn authorize(server: &ApiServer, user: &UserInfo, a: &Attributes) -> (bool, 
     let st = server.inner.state.lock().unwrap();
     let rbac = "rbac.authorization.k8s.io";
     let crole_rules = |name: &str| -> Vec<Value> {
-        st.get(rbac, "clusterroles", "", name).and_then(|r| r.get("rules").and_then(|x| x.as_array()).cloned()).unwrap_or_default()
+        st.get(rbac, "clusterroles", "", name)
+            .and_then(|r| r.get("rules").and_then(|x| x.as_array()).cloned())
+            .unwrap_or_default()
     };
     for b in st.list(&(rbac.into(), "clusterrolebindings".into()), None) {
         if !subject_matches(b.get("subjects"), user, "") {
             continue;
         }
-        let role = b.pointer("/roleRef/name").and_then(|n| n.as_str()).unwrap_or_default();
+        let role = b
+            .pointer("/roleRef/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default();
         if crole_rules(role).iter().any(|r| rule_allows(r, a)) {
-            let bname = b.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
-            return (true, format!("RBAC: allowed by ClusterRoleBinding \"{bname}\" of ClusterRole \"{role}\" to User \"{}\"", user.name));
+            let bname = b
+                .pointer("/metadata/name")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default();
+            return (
+                true,
+                format!(
+                    "RBAC: allowed by ClusterRoleBinding \"{bname}\" of ClusterRole \"{role}\" to User \"{}\"",
+                    user.name
+                ),
+            );
         }
     }
     if !a.namespace.is_empty() {
@@ -90,16 +122,33 @@ pub fn authorize(server: &ApiServer, user: &UserInfo, a: &Attributes) -> (bool, 
             if !subject_matches(b.get("subjects"), user, &a.namespace) {
                 continue;
             }
-            let kind = b.pointer("/roleRef/kind").and_then(|n| n.as_str()).unwrap_or_default();
-            let role = b.pointer("/roleRef/name").and_then(|n| n.as_str()).unwrap_or_default();
+            let kind = b
+                .pointer("/roleRef/kind")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default();
+            let role = b
+                .pointer("/roleRef/name")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default();
             let rules = if kind == "ClusterRole" {
                 crole_rules(role)
             } else {
-                st.get(rbac, "roles", &a.namespace, role).and_then(|r| r.get("rules").and_then(|x| x.as_array()).cloned()).unwrap_or_default()
+                st.get(rbac, "roles", &a.namespace, role)
+                    .and_then(|r| r.get("rules").and_then(|x| x.as_array()).cloned())
+                    .unwrap_or_default()
             };
             if rules.iter().any(|r| rule_allows(r, a)) {
-                let bname = b.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
-                return (true, format!("RBAC: allowed by RoleBinding \"{bname}/{}\" of {kind} \"{role}\" to User \"{}\"", a.namespace, user.name));
+                let bname = b
+                    .pointer("/metadata/name")
+                    .and_then(|n| n.as_str())
+                    .unwrap_or_default();
+                return (
+                    true,
+                    format!(
+                        "RBAC: allowed by RoleBinding \"{bname}/{}\" of {kind} \"{role}\" to User \"{}\"",
+                        a.namespace, user.name
+                    ),
+                );
             }
         }
     }
@@ -108,21 +157,50 @@ pub fn authorize(server: &ApiServer, user: &UserInfo, a: &Attributes) -> (bool, 
 
 /// The 403 of a denied request, with kube-apiserver's message.
 pub fn forbidden(user: &UserInfo, a: &Attributes) -> ApiError {
-    let rn = ResourceName { group: &a.group, resource: &a.resource };
-    let res = if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
-    let scope = if a.namespace.is_empty() { "at the cluster scope".to_string() } else { format!("in the namespace \"{}\"", a.namespace) };
-    let reason = format!("User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {}", user.name, a.verb, res, a.group, scope);
-    let qual = if a.subresource.is_empty() { rn.qualified() } else { format!("{}/{}", rn.qualified(), a.subresource) };
-    let msg = if a.name.is_empty() { format!("{qual} is forbidden: {reason}") } else { format!("{qual} \"{}\" is forbidden: {reason}", a.name) };
+    let rn = ResourceName {
+        group: &a.group,
+        resource: &a.resource,
+    };
+    let res = if a.subresource.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}/{}", a.resource, a.subresource)
+    };
+    let scope = if a.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace \"{}\"", a.namespace)
+    };
+    let reason = format!(
+        "User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {}",
+        user.name, a.verb, res, a.group, scope
+    );
+    let qual = if a.subresource.is_empty() {
+        rn.qualified()
+    } else {
+        format!("{}/{}", rn.qualified(), a.subresource)
+    };
+    let msg = if a.name.is_empty() {
+        format!("{qual} is forbidden: {reason}")
+    } else {
+        format!("{qual} \"{}\" is forbidden: {reason}", a.name)
+    };
     ApiError::forbidden(&rn, &a.name, msg)
 }
 
 /// Handles the create-only review resources (SelfSubjectAccessReview, SubjectAccessReview, rules review,
 /// SelfSubjectReview).
-pub fn review(server: &ApiServer, user: &UserInfo, rt: &ResourceType, body: Value) -> Result<Value, ApiError> {
+pub fn review(
+    server: &ApiServer,
+    user: &UserInfo,
+    rt: &ResourceType,
+    body: Value,
+) -> Result<Value, ApiError> {
     let mut out = body.clone();
     if !out.is_object() {
-        return Err(ApiError::bad_request("the object provided is not a JSON object"));
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
     }
     out["apiVersion"] = rt.api_version(rt.preferred()).into();
     out["kind"] = rt.kind.clone().into();
@@ -134,20 +212,39 @@ pub fn review(server: &ApiServer, user: &UserInfo, rt: &ResourceType, body: Valu
         "selfsubjectaccessreviews" | "subjectaccessreviews" => {
             let subject = if rt.plural == "subjectaccessreviews" {
                 UserInfo {
-                    name: body.pointer("/spec/user").and_then(|u| u.as_str()).unwrap_or_default().into(),
+                    name: body
+                        .pointer("/spec/user")
+                        .and_then(|u| u.as_str())
+                        .unwrap_or_default()
+                        .into(),
                     groups: strs(body.pointer("/spec/groups")),
                 }
             } else {
                 user.clone()
             };
             let (allowed, reason) = if let Some(ra) = body.pointer("/spec/resourceAttributes") {
-                let g = |k: &str| ra.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-                let a = Attributes { verb: g("verb"), group: g("group"), resource: g("resource"), subresource: g("subresource"), namespace: g("namespace"), name: g("name") };
+                let g = |k: &str| {
+                    ra.get(k)
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let a = Attributes {
+                    verb: g("verb"),
+                    group: g("group"),
+                    resource: g("resource"),
+                    subresource: g("subresource"),
+                    namespace: g("namespace"),
+                    name: g("name"),
+                };
                 authorize(server, &subject, &a)
             } else if let Some(nra) = body.pointer("/spec/nonResourceAttributes") {
                 let path = nra.get("path").and_then(|v| v.as_str()).unwrap_or_default();
                 let verb = nra.get("verb").and_then(|v| v.as_str()).unwrap_or_default();
-                (subject.is_master() || (verb == "get" && is_discovery_path(path)), String::new())
+                (
+                    subject.is_master() || (verb == "get" && is_discovery_path(path)),
+                    String::new(),
+                )
             } else {
                 return Err(ApiError::invalid(&rt.kind, &rt.group, "", &[("FieldValueRequired".into(), "spec.resourceAttributes".into(), "Required value: exactly one of nonResourceAttributes or resourceAttributes must be specified".into())]));
             };
@@ -158,7 +255,11 @@ pub fn review(server: &ApiServer, user: &UserInfo, rt: &ResourceType, body: Valu
             out["status"] = status;
         }
         "selfsubjectrulesreviews" => {
-            let ns = body.pointer("/spec/namespace").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+            let ns = body
+                .pointer("/spec/namespace")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default()
+                .to_string();
             out["status"] = json!({"resourceRules": rules_for(server, user, &ns), "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}], "incomplete": false});
         }
         "selfsubjectreviews" => {
@@ -170,7 +271,11 @@ pub fn review(server: &ApiServer, user: &UserInfo, rt: &ResourceType, body: Valu
 }
 
 fn is_discovery_path(p: &str) -> bool {
-    ["/api", "/apis", "/version", "/healthz", "/livez", "/readyz", "/openapi"].iter().any(|x| p == *x || p.starts_with(&format!("{x}/")))
+    [
+        "/api", "/apis", "/version", "/healthz", "/livez", "/readyz", "/openapi",
+    ]
+    .iter()
+    .any(|x| p == *x || p.starts_with(&format!("{x}/")))
 }
 
 fn rules_for(server: &ApiServer, user: &UserInfo, ns: &str) -> Vec<Value> {
@@ -180,64 +285,133 @@ fn rules_for(server: &ApiServer, user: &UserInfo, ns: &str) -> Vec<Value> {
     let st = server.inner.state.lock().unwrap();
     let rbac = "rbac.authorization.k8s.io";
     let mut out = Vec::new();
-    let crole = |name: &str| st.get(rbac, "clusterroles", "", name).and_then(|r| r.get("rules").and_then(|x| x.as_array()).cloned()).unwrap_or_default();
+    let crole = |name: &str| {
+        st.get(rbac, "clusterroles", "", name)
+            .and_then(|r| r.get("rules").and_then(|x| x.as_array()).cloned())
+            .unwrap_or_default()
+    };
     for b in st.list(&(rbac.into(), "clusterrolebindings".into()), None) {
         if subject_matches(b.get("subjects"), user, "") {
-            out.extend(crole(b.pointer("/roleRef/name").and_then(|n| n.as_str()).unwrap_or_default()));
+            out.extend(crole(
+                b.pointer("/roleRef/name")
+                    .and_then(|n| n.as_str())
+                    .unwrap_or_default(),
+            ));
         }
     }
     if !ns.is_empty() {
         for b in st.list(&(rbac.into(), "rolebindings".into()), Some(ns)) {
             if subject_matches(b.get("subjects"), user, ns) {
-                let role = b.pointer("/roleRef/name").and_then(|n| n.as_str()).unwrap_or_default();
+                let role = b
+                    .pointer("/roleRef/name")
+                    .and_then(|n| n.as_str())
+                    .unwrap_or_default();
                 if b.pointer("/roleRef/kind").and_then(|n| n.as_str()) == Some("ClusterRole") {
                     out.extend(crole(role));
                 } else if let Some(r) = st.get(rbac, "roles", ns, role) {
-                    out.extend(r.get("rules").and_then(|x| x.as_array()).cloned().unwrap_or_default());
+                    out.extend(
+                        r.get("rules")
+                            .and_then(|x| x.as_array())
+                            .cloned()
+                            .unwrap_or_default(),
+                    );
                 }
             }
         }
     }
-    out.into_iter().filter(|r| r.get("resources").is_some()).collect()
+    out.into_iter()
+        .filter(|r| r.get("resources").is_some())
+        .collect()
 }
 
 /// The bootstrap ClusterRoles (`cluster-admin`, `admin`, `edit`, `view`, `system:basic-user`, `system:discovery`).
 pub fn bootstrap_cluster_roles() -> Vec<(&'static str, Value)> {
     let read = json!(["get", "list", "watch"]);
-    let write = json!(["create", "delete", "deletecollection", "patch", "update", "get", "list", "watch"]);
-    let common = json!(["pods", "pods/log", "pods/status", "services", "endpoints", "configmaps", "persistentvolumeclaims", "persistentvolumeclaims/status", "events", "serviceaccounts", "replicationcontrollers", "limitranges", "resourcequotas"]);
-    let apps = json!(["statefulsets", "statefulsets/scale", "statefulsets/status", "deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale", "daemonsets"]);
+    let write = json!([
+        "create",
+        "delete",
+        "deletecollection",
+        "patch",
+        "update",
+        "get",
+        "list",
+        "watch"
+    ]);
+    let common = json!([
+        "pods",
+        "pods/log",
+        "pods/status",
+        "services",
+        "endpoints",
+        "configmaps",
+        "persistentvolumeclaims",
+        "persistentvolumeclaims/status",
+        "events",
+        "serviceaccounts",
+        "replicationcontrollers",
+        "limitranges",
+        "resourcequotas"
+    ]);
+    let apps = json!([
+        "statefulsets",
+        "statefulsets/scale",
+        "statefulsets/status",
+        "deployments",
+        "deployments/scale",
+        "deployments/status",
+        "replicasets",
+        "replicasets/scale",
+        "daemonsets"
+    ]);
     vec![
-        ("cluster-admin", json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}])),
-        ("admin", json!([
-            {"apiGroups": [""], "resources": common, "verbs": write},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": write},
-            {"apiGroups": ["apps"], "resources": apps, "verbs": write},
-            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": write},
-            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": write},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": write},
-            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
-            {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
-        ])),
-        ("edit", json!([
-            {"apiGroups": [""], "resources": common, "verbs": write},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": write},
-            {"apiGroups": ["apps"], "resources": apps, "verbs": write},
-            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": write},
-            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": write},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": write},
-        ])),
-        ("view", json!([
-            {"apiGroups": [""], "resources": common, "verbs": read},
-            {"apiGroups": ["apps"], "resources": apps, "verbs": read},
-            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": read},
-            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": read},
-        ])),
-        ("system:basic-user", json!([
-            {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
-            {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
-        ])),
-        ("system:discovery", json!([{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], "verbs": ["get"]}])),
+        (
+            "cluster-admin",
+            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
+        ),
+        (
+            "admin",
+            json!([
+                {"apiGroups": [""], "resources": common, "verbs": write},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": write},
+                {"apiGroups": ["apps"], "resources": apps, "verbs": write},
+                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": write},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": write},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": write},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+            ]),
+        ),
+        (
+            "edit",
+            json!([
+                {"apiGroups": [""], "resources": common, "verbs": write},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": write},
+                {"apiGroups": ["apps"], "resources": apps, "verbs": write},
+                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": write},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": write},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": write},
+            ]),
+        ),
+        (
+            "view",
+            json!([
+                {"apiGroups": [""], "resources": common, "verbs": read},
+                {"apiGroups": ["apps"], "resources": apps, "verbs": read},
+                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": read},
+                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": read},
+            ]),
+        ),
+        (
+            "system:basic-user",
+            json!([
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+            ]),
+        ),
+        (
+            "system:discovery",
+            json!([{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+        ),
     ]
 }

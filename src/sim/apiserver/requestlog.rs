@@ -42,7 +42,9 @@ const MAX_RECORDS: usize = 100_000;
 impl RequestLog {
     pub(crate) fn record(&self, r: RequestRecord) {
         let mut st = self.inner.lock().unwrap();
-        *st.counts.entry((r.verb.clone(), r.resource.clone(), r.code)).or_default() += 1;
+        *st.counts
+            .entry((r.verb.clone(), r.resource.clone(), r.code))
+            .or_default() += 1;
         if st.records.len() >= MAX_RECORDS {
             st.records.drain(..MAX_RECORDS / 2);
         }
@@ -51,12 +53,25 @@ impl RequestLog {
 
     /// Requests with this verb on this resource (any code).
     pub fn count(&self, verb: &str, resource: &str) -> u64 {
-        self.inner.lock().unwrap().counts.iter().filter(|((v, r, _), _)| v == verb && r == resource).map(|(_, n)| n).sum()
+        self.inner
+            .lock()
+            .unwrap()
+            .counts
+            .iter()
+            .filter(|((v, r, _), _)| v == verb && r == resource)
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// Requests with this verb, resource and code.
     pub fn count_code(&self, verb: &str, resource: &str, code: u16) -> u64 {
-        self.inner.lock().unwrap().counts.get(&(verb.to_string(), resource.to_string(), code)).copied().unwrap_or(0)
+        self.inner
+            .lock()
+            .unwrap()
+            .counts
+            .get(&(verb.to_string(), resource.to_string(), code))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// All counters: (verb, resource, code) → count.

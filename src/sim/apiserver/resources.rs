@@ -75,7 +75,11 @@ pub struct ResourceType {
 impl ResourceType {
     /// The `apiVersion` string for a version of this resource.
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() { version.to_string() } else { format!("{}/{}", self.group, version) }
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{}", self.group, version)
+        }
     }
 
     /// Where objects are stored: `events.k8s.io` Events share the core Events storage.
@@ -97,7 +101,16 @@ impl ResourceType {
         if self.create_only {
             vec!["create"]
         } else {
-            vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+            vec![
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch",
+            ]
         }
     }
 }
@@ -153,126 +166,398 @@ fn builtin(
 pub fn builtin_types() -> Vec<ResourceType> {
     let age = || col("Age", "date", ".metadata.creationTimestamp", 0);
     let mut v = vec![
-        builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true, false, vec![col("Status", "string", ".status.phase", 0), age()]),
-        builtin("", "v1", "pods", "Pod", true, &["po"], true, false, vec![
-            col("Ready", "string", "@pod.ready", 0),
-            col("Status", "string", "@pod.status", 0),
-            col("Restarts", "string", "@pod.restarts", 0),
-            age(),
-            col("IP", "string", ".status.podIP", 1),
-            col("Node", "string", ".spec.nodeName", 1),
-        ]),
-        builtin("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, &["pvc"], true, false, vec![
-            col("Status", "string", ".status.phase", 0),
-            col("Volume", "string", ".spec.volumeName", 0),
-            col("Capacity", "string", ".status.capacity.storage", 0),
-            col("Access Modes", "string", "@pvc.modes", 0),
-            col("StorageClass", "string", ".spec.storageClassName", 0),
-            col("VolumeAttributesClass", "string", ".spec.volumeAttributesClassName", 0),
-            age(),
-        ]),
-        builtin("", "v1", "persistentvolumes", "PersistentVolume", false, &["pv"], true, false, vec![
-            col("Capacity", "string", ".spec.capacity.storage", 0),
-            col("Status", "string", ".status.phase", 0),
-            age(),
-        ]),
-        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false, false, vec![col("Data", "integer", "@count.data", 0), age()]),
-        builtin("", "v1", "secrets", "Secret", true, &[], false, false, vec![
-            col("Type", "string", ".type", 0),
-            col("Data", "integer", "@count.data", 0),
-            age(),
-        ]),
-        builtin("", "v1", "services", "Service", true, &["svc"], true, false, vec![
-            col("Type", "string", ".spec.type", 0),
-            col("Cluster-IP", "string", ".spec.clusterIP", 0),
-            col("External-IP", "string", "@svc.external", 0),
-            col("Port(s)", "string", "@svc.ports", 0),
-            age(),
-            col("Selector", "string", "@svc.selector", 1),
-        ]),
-        builtin("", "v1", "endpoints", "Endpoints", true, &["ep"], false, false, vec![col("Endpoints", "string", "@ep.addresses", 0), age()]),
-        builtin("", "v1", "nodes", "Node", false, &["no"], true, false, vec![
-            col("Status", "string", "@node.status", 0),
-            col("Roles", "string", "@node.roles", 0),
-            age(),
-            col("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
-        ]),
-        builtin("", "v1", "events", "Event", true, &["ev"], false, false, vec![
-            col("Last Seen", "string", "@event.lastseen", 0),
-            col("Type", "string", ".type", 0),
-            col("Reason", "string", ".reason", 0),
-            col("Object", "string", "@event.object", 0),
-            col("Message", "string", ".message", 0),
-        ]),
-        builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false, vec![age()]),
-        builtin("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"], true, true, vec![
-            col("Ready", "string", "@ready.replicas", 0),
-            age(),
-            col("Containers", "string", "@containers.names", 1),
-            col("Images", "string", "@containers.images", 1),
-        ]),
-        builtin("apps", "v1", "deployments", "Deployment", true, &["deploy"], true, true, vec![
-            col("Ready", "string", "@ready.replicas", 0),
-            col("Up-to-date", "integer", ".status.updatedReplicas", 0),
-            col("Available", "integer", ".status.availableReplicas", 0),
-            age(),
-        ]),
-        builtin("apps", "v1", "replicasets", "ReplicaSet", true, &["rs"], true, true, vec![
-            col("Desired", "integer", ".spec.replicas", 0),
-            col("Current", "integer", ".status.replicas", 0),
-            col("Ready", "integer", ".status.readyReplicas", 0),
-            age(),
-        ]),
-        builtin("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"], true, false, vec![age()]),
-        builtin("batch", "v1", "jobs", "Job", true, &[], true, false, vec![
-            col("Status", "string", "@job.status", 0),
-            col("Completions", "string", "@job.completions", 0),
-            age(),
-        ]),
-        builtin("batch", "v1", "cronjobs", "CronJob", true, &["cj"], true, false, vec![
-            col("Schedule", "string", ".spec.schedule", 0),
-            col("Suspend", "boolean", ".spec.suspend", 0),
-            col("Last Schedule", "string", ".status.lastScheduleTime", 0),
-            age(),
-        ]),
-        builtin("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, &["pdb"], true, false, vec![
-            col("Min Available", "string", ".spec.minAvailable", 0),
-            col("Max Unavailable", "string", ".spec.maxUnavailable", 0),
-            col("Allowed Disruptions", "integer", ".status.disruptionsAllowed", 0),
-            age(),
-        ]),
-        builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[], false, false, vec![
-            col("Holder", "string", ".spec.holderIdentity", 0),
-            age(),
-        ]),
-        builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], false, false, vec![
-            col("Reason", "string", ".reason", 0),
-            col("Note", "string", ".note", 0),
-            age(),
-        ]),
-        builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", true, &[], false, false, vec![col("Created At", "date", ".metadata.creationTimestamp", 0)]),
-        builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, &[], false, false, vec![
-            col("Role", "string", "@binding.role", 0),
-            age(),
-        ]),
-        builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, &[], false, false, vec![col("Created At", "date", ".metadata.creationTimestamp", 0)]),
-        builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, &[], false, false, vec![
-            col("Role", "string", "@binding.role", 0),
-            age(),
-        ]),
-        builtin("storage.k8s.io", "v1", "storageclasses", "StorageClass", false, &["sc"], false, false, vec![
-            col("Provisioner", "string", ".provisioner", 0),
-            age(),
-        ]),
-        builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, &["crd", "crds"], true, false, vec![
-            col("Created At", "date", ".metadata.creationTimestamp", 0),
-        ]),
+        builtin(
+            "",
+            "v1",
+            "namespaces",
+            "Namespace",
+            false,
+            &["ns"],
+            true,
+            false,
+            vec![col("Status", "string", ".status.phase", 0), age()],
+        ),
+        builtin(
+            "",
+            "v1",
+            "pods",
+            "Pod",
+            true,
+            &["po"],
+            true,
+            false,
+            vec![
+                col("Ready", "string", "@pod.ready", 0),
+                col("Status", "string", "@pod.status", 0),
+                col("Restarts", "string", "@pod.restarts", 0),
+                age(),
+                col("IP", "string", ".status.podIP", 1),
+                col("Node", "string", ".spec.nodeName", 1),
+            ],
+        ),
+        builtin(
+            "",
+            "v1",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            true,
+            &["pvc"],
+            true,
+            false,
+            vec![
+                col("Status", "string", ".status.phase", 0),
+                col("Volume", "string", ".spec.volumeName", 0),
+                col("Capacity", "string", ".status.capacity.storage", 0),
+                col("Access Modes", "string", "@pvc.modes", 0),
+                col("StorageClass", "string", ".spec.storageClassName", 0),
+                col(
+                    "VolumeAttributesClass",
+                    "string",
+                    ".spec.volumeAttributesClassName",
+                    0,
+                ),
+                age(),
+            ],
+        ),
+        builtin(
+            "",
+            "v1",
+            "persistentvolumes",
+            "PersistentVolume",
+            false,
+            &["pv"],
+            true,
+            false,
+            vec![
+                col("Capacity", "string", ".spec.capacity.storage", 0),
+                col("Status", "string", ".status.phase", 0),
+                age(),
+            ],
+        ),
+        builtin(
+            "",
+            "v1",
+            "configmaps",
+            "ConfigMap",
+            true,
+            &["cm"],
+            false,
+            false,
+            vec![col("Data", "integer", "@count.data", 0), age()],
+        ),
+        builtin(
+            "",
+            "v1",
+            "secrets",
+            "Secret",
+            true,
+            &[],
+            false,
+            false,
+            vec![
+                col("Type", "string", ".type", 0),
+                col("Data", "integer", "@count.data", 0),
+                age(),
+            ],
+        ),
+        builtin(
+            "",
+            "v1",
+            "services",
+            "Service",
+            true,
+            &["svc"],
+            true,
+            false,
+            vec![
+                col("Type", "string", ".spec.type", 0),
+                col("Cluster-IP", "string", ".spec.clusterIP", 0),
+                col("External-IP", "string", "@svc.external", 0),
+                col("Port(s)", "string", "@svc.ports", 0),
+                age(),
+                col("Selector", "string", "@svc.selector", 1),
+            ],
+        ),
+        builtin(
+            "",
+            "v1",
+            "endpoints",
+            "Endpoints",
+            true,
+            &["ep"],
+            false,
+            false,
+            vec![col("Endpoints", "string", "@ep.addresses", 0), age()],
+        ),
+        builtin(
+            "",
+            "v1",
+            "nodes",
+            "Node",
+            false,
+            &["no"],
+            true,
+            false,
+            vec![
+                col("Status", "string", "@node.status", 0),
+                col("Roles", "string", "@node.roles", 0),
+                age(),
+                col("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
+            ],
+        ),
+        builtin(
+            "",
+            "v1",
+            "events",
+            "Event",
+            true,
+            &["ev"],
+            false,
+            false,
+            vec![
+                col("Last Seen", "string", "@event.lastseen", 0),
+                col("Type", "string", ".type", 0),
+                col("Reason", "string", ".reason", 0),
+                col("Object", "string", "@event.object", 0),
+                col("Message", "string", ".message", 0),
+            ],
+        ),
+        builtin(
+            "",
+            "v1",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+            false,
+            vec![age()],
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "statefulsets",
+            "StatefulSet",
+            true,
+            &["sts"],
+            true,
+            true,
+            vec![
+                col("Ready", "string", "@ready.replicas", 0),
+                age(),
+                col("Containers", "string", "@containers.names", 1),
+                col("Images", "string", "@containers.images", 1),
+            ],
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "deployments",
+            "Deployment",
+            true,
+            &["deploy"],
+            true,
+            true,
+            vec![
+                col("Ready", "string", "@ready.replicas", 0),
+                col("Up-to-date", "integer", ".status.updatedReplicas", 0),
+                col("Available", "integer", ".status.availableReplicas", 0),
+                age(),
+            ],
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "replicasets",
+            "ReplicaSet",
+            true,
+            &["rs"],
+            true,
+            true,
+            vec![
+                col("Desired", "integer", ".spec.replicas", 0),
+                col("Current", "integer", ".status.replicas", 0),
+                col("Ready", "integer", ".status.readyReplicas", 0),
+                age(),
+            ],
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "daemonsets",
+            "DaemonSet",
+            true,
+            &["ds"],
+            true,
+            false,
+            vec![age()],
+        ),
+        builtin(
+            "batch",
+            "v1",
+            "jobs",
+            "Job",
+            true,
+            &[],
+            true,
+            false,
+            vec![
+                col("Status", "string", "@job.status", 0),
+                col("Completions", "string", "@job.completions", 0),
+                age(),
+            ],
+        ),
+        builtin(
+            "batch",
+            "v1",
+            "cronjobs",
+            "CronJob",
+            true,
+            &["cj"],
+            true,
+            false,
+            vec![
+                col("Schedule", "string", ".spec.schedule", 0),
+                col("Suspend", "boolean", ".spec.suspend", 0),
+                col("Last Schedule", "string", ".status.lastScheduleTime", 0),
+                age(),
+            ],
+        ),
+        builtin(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            true,
+            &["pdb"],
+            true,
+            false,
+            vec![
+                col("Min Available", "string", ".spec.minAvailable", 0),
+                col("Max Unavailable", "string", ".spec.maxUnavailable", 0),
+                col(
+                    "Allowed Disruptions",
+                    "integer",
+                    ".status.disruptionsAllowed",
+                    0,
+                ),
+                age(),
+            ],
+        ),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            &[],
+            false,
+            false,
+            vec![col("Holder", "string", ".spec.holderIdentity", 0), age()],
+        ),
+        builtin(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "Event",
+            true,
+            &["ev"],
+            false,
+            false,
+            vec![
+                col("Reason", "string", ".reason", 0),
+                col("Note", "string", ".note", 0),
+                age(),
+            ],
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "roles",
+            "Role",
+            true,
+            &[],
+            false,
+            false,
+            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)],
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
+            &[],
+            false,
+            false,
+            vec![col("Role", "string", "@binding.role", 0), age()],
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+            &[],
+            false,
+            false,
+            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)],
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+            &[],
+            false,
+            false,
+            vec![col("Role", "string", "@binding.role", 0), age()],
+        ),
+        builtin(
+            "storage.k8s.io",
+            "v1",
+            "storageclasses",
+            "StorageClass",
+            false,
+            &["sc"],
+            false,
+            false,
+            vec![col("Provisioner", "string", ".provisioner", 0), age()],
+        ),
+        builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            &["crd", "crds"],
+            true,
+            false,
+            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)],
+        ),
     ];
     for (g, plural, kind) in [
-        ("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
-        ("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview"),
-        ("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview"),
-        ("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview"),
+        (
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+        ),
+        (
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+        ),
+        (
+            "authorization.k8s.io",
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+        ),
+        (
+            "authentication.k8s.io",
+            "selfsubjectreviews",
+            "SelfSubjectReview",
+        ),
     ] {
         let mut r = builtin(g, "v1", plural, kind, false, &[], false, false, vec![]);
         r.create_only = true;
@@ -321,14 +606,26 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
             ensure(obj, &["spec", "replicas"], 1.into());
             ensure(obj, &["spec", "podManagementPolicy"], "OrderedReady".into());
             ensure(obj, &["spec", "revisionHistoryLimit"], 10.into());
-            ensure(obj, &["spec", "updateStrategy"], serde_json::json!({"type":"RollingUpdate","rollingUpdate":{"partition":0}}));
-            ensure(obj, &["spec", "persistentVolumeClaimRetentionPolicy"], serde_json::json!({"whenDeleted":"Retain","whenScaled":"Retain"}));
+            ensure(
+                obj,
+                &["spec", "updateStrategy"],
+                serde_json::json!({"type":"RollingUpdate","rollingUpdate":{"partition":0}}),
+            );
+            ensure(
+                obj,
+                &["spec", "persistentVolumeClaimRetentionPolicy"],
+                serde_json::json!({"whenDeleted":"Retain","whenScaled":"Retain"}),
+            );
         }
         ("apps", "deployments") => {
             ensure(obj, &["spec", "replicas"], 1.into());
             ensure(obj, &["spec", "revisionHistoryLimit"], 10.into());
             ensure(obj, &["spec", "progressDeadlineSeconds"], 600.into());
-            ensure(obj, &["spec", "strategy"], serde_json::json!({"type":"RollingUpdate","rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}}));
+            ensure(
+                obj,
+                &["spec", "strategy"],
+                serde_json::json!({"type":"RollingUpdate","rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}}),
+            );
         }
         ("apps", "replicasets") => ensure(obj, &["spec", "replicas"], 1.into()),
         ("", "services") => {
@@ -339,7 +636,10 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
                 let m: u8 = rand::random();
                 ensure(obj, &["spec", "clusterIP"], format!("10.96.{m}.{n}").into());
             }
-            if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(|p| p.as_array_mut()) {
+            if let Some(ports) = obj
+                .pointer_mut("/spec/ports")
+                .and_then(|p| p.as_array_mut())
+            {
                 for p in ports {
                     if p.get("protocol").is_none() {
                         p["protocol"] = "TCP".into();
@@ -364,10 +664,22 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
             ensure(obj, &["status", "phase"], "Pending".into());
         }
         ("", "namespaces") => {
-            ensure(obj, &["spec", "finalizers"], serde_json::json!(["kubernetes"]));
+            ensure(
+                obj,
+                &["spec", "finalizers"],
+                serde_json::json!(["kubernetes"]),
+            );
             ensure(obj, &["status", "phase"], "Active".into());
-            if let Some(name) = obj.pointer("/metadata/name").and_then(|n| n.as_str()).map(str::to_string) {
-                ensure(obj, &["metadata", "labels", "kubernetes.io/metadata.name"], name.into());
+            if let Some(name) = obj
+                .pointer("/metadata/name")
+                .and_then(|n| n.as_str())
+                .map(str::to_string)
+            {
+                ensure(
+                    obj,
+                    &["metadata", "labels", "kubernetes.io/metadata.name"],
+                    name.into(),
+                );
             }
         }
         ("", "secrets") => ensure(obj, &["type"], "Opaque".into()),
@@ -386,5 +698,8 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
 /// Whether a built-in (group, plural) carries `metadata.generation` (custom resources always do).
 /// kube-apiserver sets it for workload/policy kinds and CRDs, not for core kinds like ConfigMap or Lease.
 pub fn generation_tracked(group: &str, _plural: &str) -> bool {
-    matches!(group, "apps" | "batch" | "policy" | "apiextensions.k8s.io" | "networking.k8s.io")
+    matches!(
+        group,
+        "apps" | "batch" | "policy" | "apiextensions.k8s.io" | "networking.k8s.io"
+    )
 }

@@ -23,7 +23,9 @@ pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// A full body from bytes.
 pub fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into()).map_err(|never| match never {}).boxed_unsync()
+    Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 /// A JSON response.
@@ -40,14 +42,17 @@ pub fn json_response(code: u16, v: &Value) -> Response<Body> {
 pub fn error_response(e: &ApiError) -> Response<Body> {
     let mut r = json_response(e.code, &e.to_status());
     if let Some(ra) = e.retry_after {
-        r.headers_mut().insert("retry-after", ra.to_string().parse().unwrap());
+        r.headers_mut()
+            .insert("retry-after", ra.to_string().parse().unwrap());
     }
     r
 }
 
 /// RFC 3339 "now" with second precision, like metav1.Time.
 pub fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// Decodes `%XX` and `+` in a query component.
@@ -59,7 +64,8 @@ pub fn pct_decode(s: &str) -> String {
         match b[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+                {
                     Ok(v) => {
                         out.push(v);
                         i += 2;
@@ -113,7 +119,11 @@ pub fn parse_resource_path(path: &str) -> Option<ResInfo> {
         ["apis", g, v, rest @ ..] if !rest.is_empty() && !rest[0].is_empty() => (*g, *v, rest),
         _ => return None,
     };
-    let mut info = ResInfo { group: group.into(), version: version.into(), ..Default::default() };
+    let mut info = ResInfo {
+        group: group.into(),
+        version: version.into(),
+        ..Default::default()
+    };
     let mut rest: Vec<&str> = rest.to_vec();
     if rest[0] == "watch" {
         info.watch_prefix = true;
@@ -169,7 +179,10 @@ impl Ctx<'_> {
         self.rt.group == "events.k8s.io"
     }
     fn rname(&self) -> ResourceName<'_> {
-        ResourceName { group: &self.rt.group, resource: &self.rt.plural }
+        ResourceName {
+            group: &self.rt.group,
+            resource: &self.rt.plural,
+        }
     }
     fn ns_key(&self) -> String {
         self.ns.clone().unwrap_or_default()
@@ -179,14 +192,27 @@ impl Ctx<'_> {
     }
     /// Object as returned to the client (apiVersion of the requested version).
     fn out(&self, obj: &Value) -> Value {
-        let mut o = if self.events_api() { super::events::to_external(obj) } else { obj.clone() };
+        let mut o = if self.events_api() {
+            super::events::to_external(obj)
+        } else {
+            obj.clone()
+        };
         o["apiVersion"] = self.api_version().into();
         o
     }
 }
 
 fn name_error(kind: &str, group: &str, name: &str, msg: String) -> ApiError {
-    ApiError::invalid(kind, group, name, &[("FieldValueInvalid".into(), "metadata.name".into(), format!("Invalid value: \"{name}\": {msg}"))])
+    ApiError::invalid(
+        kind,
+        group,
+        name,
+        &[(
+            "FieldValueInvalid".into(),
+            "metadata.name".into(),
+            format!("Invalid value: \"{name}\": {msg}"),
+        )],
+    )
 }
 
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -196,7 +222,8 @@ const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alp
 fn is_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -206,7 +233,12 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
     let (kind, group) = (rt.kind.as_str(), rt.group.as_str());
     if rt.group == "rbac.authorization.k8s.io" {
         if name == "." || name == ".." || name.contains('/') || name.contains('%') {
-            return Err(name_error(kind, group, name, "may not contain '/' or '%'".to_string()));
+            return Err(name_error(
+                kind,
+                group,
+                name,
+                "may not contain '/' or '%'".to_string(),
+            ));
         }
         return Ok(());
     }
@@ -223,7 +255,12 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
         }
         _ => {
             if name.len() > 253 {
-                return Err(name_error(kind, group, name, "must be no more than 253 characters".into()));
+                return Err(name_error(
+                    kind,
+                    group,
+                    name,
+                    "must be no more than 253 characters".into(),
+                ));
             }
             if !name.split('.').all(is_label) {
                 return Err(name_error(kind, group, name, DNS1123_SUBDOMAIN_MSG.into()));
@@ -235,7 +272,9 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
 
 fn generate_suffix() -> String {
     const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5).map(|_| ALPHA[rand::random_range(0..ALPHA.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHA[rand::random_range(0..ALPHA.len())] as char)
+        .collect()
 }
 
 fn strip_status_for_spec(obj: &Value) -> Value {
@@ -252,7 +291,11 @@ fn pruned_paths(before: &Value, after: &Value, prefix: &str, out: &mut Vec<Strin
     match (before, after) {
         (Value::Object(b), Value::Object(a)) => {
             for (k, bv) in b {
-                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 match a.get(k) {
                     None => out.push(p),
                     Some(av) => pruned_paths(bv, av, &p, out),
@@ -274,7 +317,8 @@ const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric charact
 fn is_label_value(v: &str) -> bool {
     v.is_empty()
         || (v.len() <= 63
-            && v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+            && v.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
             && v.as_bytes()[0].is_ascii_alphanumeric()
             && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric())
 }
@@ -284,7 +328,9 @@ fn is_qualified_key(k: &str) -> bool {
         Some((p, n)) => (Some(p), n),
         None => (None, k),
     };
-    prefix.is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_label)) && !name.is_empty() && is_label_value(name)
+    prefix.is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_label))
+        && !name.is_empty()
+        && is_label_value(name)
 }
 
 /// Label and annotation syntax and the 256 KiB annotation limit.
@@ -293,51 +339,102 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
     if let Some(labels) = obj.pointer("/metadata/labels").and_then(|l| l.as_object()) {
         for (k, v) in labels {
             if !is_qualified_key(k) {
-                causes.push(("FieldValueInvalid".into(), "metadata.labels".into(), format!("Invalid value: \"{k}\": {QUALIFIED_NAME_MSG}")));
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    "metadata.labels".into(),
+                    format!("Invalid value: \"{k}\": {QUALIFIED_NAME_MSG}"),
+                ));
             }
             let v = v.as_str().unwrap_or_default();
             if v.len() > 63 {
-                causes.push(("FieldValueInvalid".into(), "metadata.labels".into(), format!("Invalid value: \"{v}\": must be no more than 63 characters")));
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    "metadata.labels".into(),
+                    format!("Invalid value: \"{v}\": must be no more than 63 characters"),
+                ));
             } else if !is_label_value(v) {
-                causes.push(("FieldValueInvalid".into(), "metadata.labels".into(), format!("Invalid value: \"{v}\": {LABEL_VALUE_MSG}")));
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    "metadata.labels".into(),
+                    format!("Invalid value: \"{v}\": {LABEL_VALUE_MSG}"),
+                ));
             }
         }
     }
-    if let Some(ann) = obj.pointer("/metadata/annotations").and_then(|l| l.as_object()) {
-        let total: usize = ann.iter().map(|(k, v)| k.len() + v.as_str().map(str::len).unwrap_or(0)).sum();
+    if let Some(ann) = obj
+        .pointer("/metadata/annotations")
+        .and_then(|l| l.as_object())
+    {
+        let total: usize = ann
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map(str::len).unwrap_or(0))
+            .sum();
         if total > 262_144 {
-            causes.push(("FieldValueTooLong".into(), "metadata.annotations".into(), "Too long: may not be more than 262144 bytes".into()));
+            causes.push((
+                "FieldValueTooLong".into(),
+                "metadata.annotations".into(),
+                "Too long: may not be more than 262144 bytes".into(),
+            ));
         }
         for k in ann.keys() {
             if !is_qualified_key(k) {
-                causes.push(("FieldValueInvalid".into(), "metadata.annotations".into(), format!("Invalid value: \"{k}\": {QUALIFIED_NAME_MSG}")));
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    "metadata.annotations".into(),
+                    format!("Invalid value: \"{k}\": {QUALIFIED_NAME_MSG}"),
+                ));
             }
         }
     }
-    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&rt.kind, &rt.group, name, &causes)) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&rt.kind, &rt.group, name, &causes))
+    }
 }
 
 /// Immutability rules of built-in kinds that clients run into (422 like kube-apiserver).
 fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<(), ApiError> {
     let forbid = |field: &str, msg: &str| {
-        Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &[("FieldValueForbidden".into(), field.into(), format!("Forbidden: {msg}"))]))
+        Err(ApiError::invalid(
+            &ctx.rt.kind,
+            &ctx.rt.group,
+            name,
+            &[(
+                "FieldValueForbidden".into(),
+                field.into(),
+                format!("Forbidden: {msg}"),
+            )],
+        ))
     };
     match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
         ("apps", "statefulsets") => {
             let strip = |o: &Value| {
                 let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
                 if let Some(m) = spec.as_object_mut() {
-                    for f in ["replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"] {
+                    for f in [
+                        "replicas",
+                        "ordinals",
+                        "template",
+                        "updateStrategy",
+                        "persistentVolumeClaimRetentionPolicy",
+                        "minReadySeconds",
+                    ] {
                         m.remove(f);
                     }
                 }
                 spec
             };
             if strip(cur) != strip(new) {
-                return forbid("spec", "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden");
+                return forbid(
+                    "spec",
+                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+                );
             }
         }
-        ("", "configmaps") | ("", "secrets") if cur.get("immutable").and_then(|i| i.as_bool()) == Some(true) => {
+        ("", "configmaps") | ("", "secrets")
+            if cur.get("immutable").and_then(|i| i.as_bool()) == Some(true) =>
+        {
             for f in ["data", "binaryData"] {
                 if cur.get(f) != new.get(f) {
                     return forbid(f, "field is immutable when `immutable` is set");
@@ -360,7 +457,10 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                 spec
             };
             if strip(cur) != strip(new) {
-                return forbid("spec", "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims");
+                return forbid(
+                    "spec",
+                    "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+                );
             }
         }
         _ => {}
@@ -369,8 +469,18 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
 }
 
 /// Runs CRD defaulting, pruning and validation; returns the 422 on failure.
-fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope) -> Result<(), ApiError> {
-    let Some(v) = ctx.rt.validators.get(&ctx.version).or_else(|| ctx.rt.validators.values().next()) else {
+fn validate_custom(
+    ctx: &Ctx,
+    obj: &mut Value,
+    old: Option<&Value>,
+    scope: Scope,
+) -> Result<(), ApiError> {
+    let Some(v) = ctx
+        .rt
+        .validators
+        .get(&ctx.version)
+        .or_else(|| ctx.rt.validators.values().next())
+    else {
         return Ok(());
     };
     let before = ctx.strict.then(|| obj.clone());
@@ -379,7 +489,10 @@ fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope
         let mut unknown = Vec::new();
         pruned_paths(&before, obj, "", &mut unknown);
         if !unknown.is_empty() {
-            let list: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|p| format!("unknown field \"{p}\""))
+                .collect();
             return Err(ApiError::bad_request(format!(
                 "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
                 list.join(", "),
@@ -392,19 +505,39 @@ fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope
     if errs.is_empty() {
         return Ok(());
     }
-    let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(|n| n.as_str())
+        .unwrap_or_default()
+        .to_string();
     let causes: Vec<(String, String, String)> = errs
         .iter()
         .map(|e| {
             let prefix = format!("{}: ", e.field);
-            let msg = e.message.strip_prefix(&prefix).unwrap_or(&e.message).to_string();
+            let msg = e
+                .message
+                .strip_prefix(&prefix)
+                .unwrap_or(&e.message)
+                .to_string();
             (e.reason.clone(), e.field.clone(), msg)
         })
         .collect();
-    Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, &name, &causes))
+    Err(ApiError::invalid(
+        &ctx.rt.kind,
+        &ctx.rt.group,
+        &name,
+        &causes,
+    ))
 }
 
-fn admit(ctx: &Ctx, op: AdmissionOperation, sub: Option<&str>, name: &str, obj: Option<&Value>, old: Option<&Value>) -> Result<(), ApiError> {
+fn admit(
+    ctx: &Ctx,
+    op: AdmissionOperation,
+    sub: Option<&str>,
+    name: &str,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     let hooks = ctx.server.inner.hooks.read().unwrap().clone();
     if hooks.is_empty() {
         return Ok(());
@@ -424,7 +557,14 @@ fn admit(ctx: &Ctx, op: AdmissionOperation, sub: Option<&str>, name: &str, obj: 
     };
     for h in hooks {
         if let Err(msg) = h.admit(ctx.server, &req) {
-            return Err(ApiError::new(403, "Forbidden", format!("admission webhook \"{}\" denied the request: {msg}", h.name())));
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "admission webhook \"{}\" denied the request: {msg}",
+                    h.name()
+                ),
+            ));
         }
     }
     Ok(())
@@ -437,10 +577,26 @@ fn check_namespace(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
     let ns = ctx.ns_key();
     let st = ctx.server.inner.state.lock().unwrap();
     match st.get("", "namespaces", "", &ns) {
-        None => Err(ApiError::not_found(&ResourceName { group: "", resource: "namespaces" }, &ns)),
+        None => Err(ApiError::not_found(
+            &ResourceName {
+                group: "",
+                resource: "namespaces",
+            },
+            &ns,
+        )),
         Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {
-            let what = if name.is_empty() { ctx.rname().qualified() } else { format!("{} \"{name}\"", ctx.rname().qualified()) };
-            Err(ApiError::forbidden(&ctx.rname(), name, format!("{what} is forbidden: unable to create new content in namespace {ns} because it is being terminated")))
+            let what = if name.is_empty() {
+                ctx.rname().qualified()
+            } else {
+                format!("{} \"{name}\"", ctx.rname().qualified())
+            };
+            Err(ApiError::forbidden(
+                &ctx.rname(),
+                name,
+                format!(
+                    "{what} is forbidden: unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            ))
         }
         _ => Ok(()),
     }
@@ -449,11 +605,15 @@ fn check_namespace(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
 /// Prepares a new object for creation (metadata, defaults, validation) without storing it.
 fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     if !obj.is_object() {
-        return Err(ApiError::bad_request("the object provided is not a JSON object"));
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
     }
     let want_av = ctx.api_version();
     match obj.get("apiVersion").and_then(|a| a.as_str()) {
-        Some(av) if av != want_av && !ctx.rt.versions.iter().any(|v| ctx.rt.api_version(v) == av) => {
+        Some(av)
+            if av != want_av && !ctx.rt.versions.iter().any(|v| ctx.rt.api_version(v) == av) =>
+        {
             return Err(ApiError::bad_request(format!(
                 "the API version in the data ({av}) does not match the expected API version ({want_av})"
             )));
@@ -462,7 +622,10 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     }
     match obj.get("kind").and_then(|a| a.as_str()) {
         Some(k) if k != ctx.rt.kind => {
-            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", ctx.rt.kind)));
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                ctx.rt.kind
+            )));
         }
         _ => {}
     }
@@ -475,27 +638,41 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
         let ns = ctx.ns_key();
         match obj.pointer("/metadata/namespace").and_then(|n| n.as_str()) {
             Some(n) if !n.is_empty() && n != ns => {
-                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
             }
             _ => obj["metadata"]["namespace"] = ns.into(),
         }
     } else if let Some(m) = obj["metadata"].as_object_mut() {
         m.remove("namespace");
     }
-    let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(|n| n.as_str())
+        .unwrap_or_default()
+        .to_string();
     let name = if name.is_empty() {
-        match obj.pointer("/metadata/generateName").and_then(|n| n.as_str()) {
+        match obj
+            .pointer("/metadata/generateName")
+            .and_then(|n| n.as_str())
+        {
             Some(g) if !g.is_empty() => {
                 let mut g = g.to_string();
                 g.truncate(58);
                 format!("{g}{}", generate_suffix())
             }
             _ => {
-                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, "", &[(
-                    "FieldValueRequired".into(),
-                    "metadata.name".into(),
-                    "Required value: name or generateName is required".into(),
-                )]));
+                return Err(ApiError::invalid(
+                    &ctx.rt.kind,
+                    &ctx.rt.group,
+                    "",
+                    &[(
+                        "FieldValueRequired".into(),
+                        "metadata.name".into(),
+                        "Required value: name or generateName is required".into(),
+                    )],
+                ));
             }
         }
     } else {
@@ -508,8 +685,14 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     md.insert("creationTimestamp".into(), now().into());
     md.remove("deletionTimestamp");
     md.remove("deletionGracePeriodSeconds");
-    if md.get("resourceVersion").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()) {
-        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+    if md
+        .get("resourceVersion")
+        .and_then(|r| r.as_str())
+        .is_some_and(|r| !r.is_empty())
+    {
+        return Err(ApiError::internal(
+            "resourceVersion should not be set on objects to be created",
+        ));
     }
     md.remove("resourceVersion");
     md.remove("selfLink");
@@ -535,19 +718,41 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
 
 /// Creates an object (the POST handler body).
 pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Value, ApiError> {
-    check_namespace(ctx, obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default())?;
+    check_namespace(
+        ctx,
+        obj.pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default(),
+    )?;
     let mut obj = prepare_create(ctx, obj)?;
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let ts = now();
     if apply_manager.is_none() {
         apply::record_update(None, &mut obj, &ctx.manager, &ctx.api_version(), "", &ts);
     }
-    admit(ctx, AdmissionOperation::Create, None, &name, Some(&obj), None)?;
+    admit(
+        ctx,
+        AdmissionOperation::Create,
+        None,
+        &name,
+        Some(&obj),
+        None,
+    )?;
     if ctx.events_api() {
         obj = super::events::to_storage(&obj);
     }
     if ctx.rt.plural == "customresourcedefinitions" && ctx.rt.group == "apiextensions.k8s.io" {
-        super::crd::prepare_crd(&mut obj).map_err(|m| ApiError::invalid("CustomResourceDefinition", "apiextensions.k8s.io", &name, &[("FieldValueInvalid".into(), "spec".into(), m)]))?;
+        super::crd::prepare_crd(&mut obj).map_err(|m| {
+            ApiError::invalid(
+                "CustomResourceDefinition",
+                "apiextensions.k8s.io",
+                &name,
+                &[("FieldValueInvalid".into(), "spec".into(), m)],
+            )
+        })?;
     }
     let mut st = ctx.server.inner.state.lock().unwrap();
     if st.get_key(&ctx.key(), &ctx.ns_key(), &name).is_some() {
@@ -608,7 +813,9 @@ pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
         if opts.limit > 0 && items.len() == opts.limit {
             let last = items.last().map(|v: &Value| obj_key(v)).unwrap_or_default();
             cont = Some(encode_continue(list_rv, &last));
-            let rest = 1 + iter.filter(|o| opts.labels.matches(o) && opts.fields.matches(o)).count();
+            let rest = 1 + iter
+                .filter(|o| opts.labels.matches(o) && opts.fields.matches(o))
+                .count();
             remaining = Some(rest as u64);
             break;
         }
@@ -618,21 +825,33 @@ pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
 }
 
 fn obj_key(o: &Value) -> String {
-    let ns = o.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or_default();
-    let name = o.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
+    let ns = o
+        .pointer("/metadata/namespace")
+        .and_then(|n| n.as_str())
+        .unwrap_or_default();
+    let name = o
+        .pointer("/metadata/name")
+        .and_then(|n| n.as_str())
+        .unwrap_or_default();
     format!("{ns}\u{1}{name}")
 }
 
 fn encode_continue(rv: u64, after: &str) -> String {
     use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!({"v":"meta.k8s.io/v1","rv":rv,"start":after})).unwrap())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&json!({"v":"meta.k8s.io/v1","rv":rv,"start":after})).unwrap())
 }
 
 fn decode_continue(c: &str) -> Option<(u64, String)> {
     use base64::Engine;
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c.trim_end_matches('=')).ok()?;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(c.trim_end_matches('='))
+        .ok()?;
     let v: Value = serde_json::from_slice(&raw).ok()?;
-    Some((v.get("rv")?.as_u64()?, v.get("start")?.as_str()?.to_string()))
+    Some((
+        v.get("rv")?.as_u64()?,
+        v.get("start")?.as_str()?.to_string(),
+    ))
 }
 
 /// Lists objects as a `<Kind>List`.
@@ -645,7 +864,9 @@ pub fn list(ctx: &Ctx, opts: &ListOpts) -> Result<Value, ApiError> {
     if let Some(r) = remaining {
         meta["remainingItemCount"] = r.into();
     }
-    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": items}))
+    Ok(
+        json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": items}),
+    )
 }
 
 /// How an update body is produced from the current object.
@@ -658,7 +879,12 @@ pub enum Mutation<'a> {
     Apply(&'a Value, bool),
 }
 
-fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Result<Value, ApiError> {
+fn apply_mutation(
+    ctx: &Ctx,
+    cur: &Value,
+    m: &Mutation,
+    sub: Option<&str>,
+) -> Result<Value, ApiError> {
     let mut new = ctx.out(cur);
     match m {
         Mutation::Replace(v) => Ok(v.clone()),
@@ -689,7 +915,15 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
             if sub == Some("status") {
                 cfgv = json!({"apiVersion": cfgv.get("apiVersion"), "kind": cfgv.get("kind"), "metadata": cfgv.get("metadata"), "status": cfgv.get("status")});
             }
-            match apply::apply(Some(&new), &cfgv, &ctx.manager, &ctx.api_version(), *force, &now(), sub.unwrap_or("")) {
+            match apply::apply(
+                Some(&new),
+                &cfgv,
+                &ctx.manager,
+                &ctx.api_version(),
+                *force,
+                &now(),
+                sub.unwrap_or(""),
+            ) {
                 Ok(v) => Ok(v),
                 Err(conflicts) => Err(apply_conflict(ctx, cur, conflicts)),
             }
@@ -698,17 +932,27 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
 }
 
 fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> ApiError {
-    let name = cur.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
+    let name = cur
+        .pointer("/metadata/name")
+        .and_then(|n| n.as_str())
+        .unwrap_or_default();
     let msg = if conflicts.len() == 1 {
         let c = &conflicts[0];
-        format!("Apply failed with 1 conflict: conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.field)
+        format!(
+            "Apply failed with 1 conflict: conflict with \"{}\" using {}: {}",
+            c.manager, c.api_version, c.field
+        )
     } else {
         let mut s = format!("Apply failed with {} conflicts:", conflicts.len());
         let mut by: Vec<(String, String, Vec<String>)> = Vec::new();
         for c in &conflicts {
             match by.iter_mut().find(|(m, _, _)| *m == c.manager) {
                 Some(e) => e.2.push(c.field.clone()),
-                None => by.push((c.manager.clone(), c.api_version.clone(), vec![c.field.clone()])),
+                None => by.push((
+                    c.manager.clone(),
+                    c.api_version.clone(),
+                    vec![c.field.clone()],
+                )),
             }
         }
         for (m, av, fs) in by {
@@ -727,7 +971,12 @@ fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> Ap
 }
 
 /// Updates an object through a mutation (PUT / PATCH / apply), on the main resource or `status`.
-pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(Value, bool), ApiError> {
+pub fn update(
+    ctx: &Ctx,
+    name: &str,
+    m: Mutation,
+    sub: Option<&str>,
+) -> Result<(Value, bool), ApiError> {
     for _attempt in 0..16 {
         let cur = {
             let st = ctx.server.inner.state.lock().unwrap();
@@ -741,7 +990,16 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                 if cfgv.pointer("/metadata/name").is_none() {
                     cfgv["metadata"]["name"] = name.into();
                 }
-                let mut obj = apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now(), "").map_err(|_| ApiError::internal("apply"))?;
+                let mut obj = apply::apply(
+                    None,
+                    &cfgv,
+                    &ctx.manager,
+                    &ctx.api_version(),
+                    true,
+                    &now(),
+                    "",
+                )
+                .map_err(|_| ApiError::internal("apply"))?;
                 if let Some(md) = obj["metadata"].as_object_mut() {
                     md.remove("resourceVersion");
                 }
@@ -751,14 +1009,24 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         };
         let mut new = apply_mutation(ctx, &cur, &m, sub)?;
         if !new.is_object() {
-            return Err(ApiError::bad_request("the object provided is not a JSON object"));
+            return Err(ApiError::bad_request(
+                "the object provided is not a JSON object",
+            ));
         }
         if ctx.events_api() {
             new = super::events::to_storage(&new);
         }
         // Preconditions and immutable metadata.
-        let body_rv = new.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
-        let cur_rv = cur.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
+        let body_rv = new
+            .pointer("/metadata/resourceVersion")
+            .and_then(|r| r.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let cur_rv = cur
+            .pointer("/metadata/resourceVersion")
+            .and_then(|r| r.as_str())
+            .unwrap_or_default()
+            .to_string();
         let explicit_rv = match &m {
             Mutation::Replace(_) => !body_rv.is_empty(),
             Mutation::Patch(..) | Mutation::Apply(..) => !body_rv.is_empty() && body_rv != cur_rv,
@@ -766,36 +1034,65 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         if explicit_rv && body_rv != cur_rv {
             return Err(ApiError::conflict(&ctx.rname(), name));
         }
-        let cur_uid = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
+        let cur_uid = cur
+            .pointer("/metadata/uid")
+            .and_then(|u| u.as_str())
+            .unwrap_or_default();
         if let Some(uid) = new.pointer("/metadata/uid").and_then(|u| u.as_str())
             && !uid.is_empty()
             && uid != cur_uid
         {
-            return Err(ApiError::conflict_msg(&ctx.rname(), name, format!("Operation cannot be fulfilled on {} \"{}\": Precondition failed: UID in precondition: {}, UID in object meta: {}", ctx.rname().qualified(), name, uid, cur_uid), vec![]));
+            return Err(ApiError::conflict_msg(
+                &ctx.rname(),
+                name,
+                format!(
+                    "Operation cannot be fulfilled on {} \"{}\": Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                    ctx.rname().qualified(),
+                    name,
+                    uid,
+                    cur_uid
+                ),
+                vec![],
+            ));
         }
         if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
             && n != name
         {
-            return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
         }
         if let Some(k) = new.get("kind").and_then(|k| k.as_str())
             && k != ctx.rt.kind
         {
-            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", ctx.rt.kind)));
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                ctx.rt.kind
+            )));
         }
         if ctx.rt.namespaced
             && let Some(n) = new.pointer("/metadata/namespace").and_then(|n| n.as_str())
             && !n.is_empty()
             && n != ctx.ns_key()
         {
-            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         new["apiVersion"] = cur["apiVersion"].clone();
         new["kind"] = cur["kind"].clone();
         if !new.get("metadata").is_some_and(|m| m.is_object()) {
             new["metadata"] = json!({});
         }
-        for f in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        for f in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
             match cur["metadata"].get(f) {
                 Some(v) => new["metadata"][f] = v.clone(),
                 None => {
@@ -807,11 +1104,17 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         if cur.pointer("/metadata/deletionTimestamp").is_some() {
             let old_f = finalizers(&cur);
             if finalizers(&new).iter().any(|f| !old_f.contains(f)) {
-                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &[(
-                    "FieldValueForbidden".into(),
-                    "metadata.finalizers".into(),
-                    "Forbidden: no new finalizers can be added if the object is being deleted".into(),
-                )]));
+                return Err(ApiError::invalid(
+                    &ctx.rt.kind,
+                    &ctx.rt.group,
+                    name,
+                    &[(
+                        "FieldValueForbidden".into(),
+                        "metadata.finalizers".into(),
+                        "Forbidden: no new finalizers can be added if the object is being deleted"
+                            .into(),
+                    )],
+                ));
             }
         }
         match sub {
@@ -854,7 +1157,11 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             validate_metadata(&ctx.rt, name, &new)?;
         }
         if ctx.rt.crd {
-            let scope = if sub == Some("status") { Scope::Status } else { Scope::Main };
+            let scope = if sub == Some("status") {
+                Scope::Status
+            } else {
+                Scope::Main
+            };
             let old_out = ctx.out(&cur);
             new["apiVersion"] = ctx.api_version().into();
             validate_custom(ctx, &mut new, Some(&old_out), scope)?;
@@ -864,22 +1171,43 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             && sub != Some("status")
             && strip_status_for_spec(&new) != strip_status_for_spec(&cur)
         {
-            let g = cur.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(0);
+            let g = cur
+                .pointer("/metadata/generation")
+                .and_then(|g| g.as_i64())
+                .unwrap_or(0);
             new["metadata"]["generation"] = (g + 1).into();
         }
         let ts = now();
         if !matches!(m, Mutation::Apply(..)) {
-            apply::record_update(Some(&cur), &mut new, &ctx.manager, &ctx.api_version(), sub.unwrap_or(""), &ts);
+            apply::record_update(
+                Some(&cur),
+                &mut new,
+                &ctx.manager,
+                &ctx.api_version(),
+                sub.unwrap_or(""),
+                &ts,
+            );
         }
         new["metadata"]["resourceVersion"] = cur_rv.clone().into();
         if new == *cur {
             // No-op updates do not bump the resourceVersion (like kube-apiserver).
             return Ok((ctx.out(&cur), false));
         }
-        admit(ctx, AdmissionOperation::Update, sub, name, Some(&new), Some(&cur))?;
+        admit(
+            ctx,
+            AdmissionOperation::Update,
+            sub,
+            name,
+            Some(&new),
+            Some(&cur),
+        )?;
         let mut st = ctx.server.inner.state.lock().unwrap();
         let now_cur = st.get_key(&ctx.key(), &ctx.ns_key(), name);
-        if now_cur.as_ref().map(|c| c.pointer("/metadata/resourceVersion").cloned()) != Some(Some(Value::String(cur_rv.clone()))) {
+        if now_cur
+            .as_ref()
+            .map(|c| c.pointer("/metadata/resourceVersion").cloned())
+            != Some(Some(Value::String(cur_rv.clone())))
+        {
             if matches!(m, Mutation::Replace(_)) && explicit_rv {
                 return Err(ApiError::conflict(&ctx.rname(), name));
             }
@@ -890,7 +1218,10 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         }
         let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
         let spec_fins_done = !(ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces")
-            || new.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
+            || new
+                .pointer("/spec/finalizers")
+                .and_then(|f| f.as_array())
+                .is_none_or(|a| a.is_empty());
         if deleting && finalizers(&new).is_empty() && spec_fins_done {
             let out = ctx.out(&new);
             st.commit(&ctx.key(), &ctx.ns_key(), name, None);
@@ -914,7 +1245,11 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
 pub fn finalizers(o: &Value) -> Vec<String> {
     o.pointer("/metadata/finalizers")
         .and_then(|f| f.as_array())
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -938,31 +1273,71 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     }
     .ok_or_else(|| ApiError::not_found(&ctx.rname(), name))?;
     if let Some(uid) = &opts.uid {
-        let have = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
+        let have = cur
+            .pointer("/metadata/uid")
+            .and_then(|u| u.as_str())
+            .unwrap_or_default();
         if uid != have {
-            return Err(ApiError::conflict_msg(&ctx.rname(), name, format!("Operation cannot be fulfilled on {} \"{}\": Precondition failed: UID in precondition: {}, UID in object meta: {}", ctx.rname().qualified(), name, uid, have), vec![]));
+            return Err(ApiError::conflict_msg(
+                &ctx.rname(),
+                name,
+                format!(
+                    "Operation cannot be fulfilled on {} \"{}\": Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                    ctx.rname().qualified(),
+                    name,
+                    uid,
+                    have
+                ),
+                vec![],
+            ));
         }
     }
     if let Some(rv) = &opts.rv {
-        let have = cur.pointer("/metadata/resourceVersion").and_then(|u| u.as_str()).unwrap_or_default();
+        let have = cur
+            .pointer("/metadata/resourceVersion")
+            .and_then(|u| u.as_str())
+            .unwrap_or_default();
         if rv != have {
-            return Err(ApiError::conflict_msg(&ctx.rname(), name, format!("Operation cannot be fulfilled on {} \"{}\": Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {}", ctx.rname().qualified(), name, rv, have), vec![]));
+            return Err(ApiError::conflict_msg(
+                &ctx.rname(),
+                name,
+                format!(
+                    "Operation cannot be fulfilled on {} \"{}\": Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {}",
+                    ctx.rname().qualified(),
+                    name,
+                    rv,
+                    have
+                ),
+                vec![],
+            ));
         }
     }
-    admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
+    admit(
+        ctx,
+        AdmissionOperation::Delete,
+        None,
+        name,
+        None,
+        Some(&cur),
+    )?;
     if ctx.dry_run {
         return Ok(ctx.out(&cur));
     }
     let is_ns = ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces";
     let mut fins = finalizers(&cur);
     match opts.propagation.as_deref() {
-        Some("Foreground") if !fins.contains(&"foregroundDeletion".to_string()) => fins.push("foregroundDeletion".into()),
+        Some("Foreground") if !fins.contains(&"foregroundDeletion".to_string()) => {
+            fins.push("foregroundDeletion".into())
+        }
         Some("Orphan") if !fins.contains(&"orphan".to_string()) => fins.push("orphan".into()),
         _ => {}
     }
     let ns_done = is_ns
         && cur.pointer("/metadata/deletionTimestamp").is_some()
-        && cur.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
+        && cur
+            .pointer("/spec/finalizers")
+            .and_then(|f| f.as_array())
+            .is_none_or(|a| a.is_empty());
     let mut st = ctx.server.inner.state.lock().unwrap();
     if fins.is_empty() && (!is_ns || ns_done) {
         let mut out = ctx.out(&cur);
@@ -984,7 +1359,11 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     if is_ns {
         new["status"]["phase"] = "Terminating".into();
     }
-    let stored = if new == *cur { cur.clone() } else { st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new)) };
+    let stored = if new == *cur {
+        cur.clone()
+    } else {
+        st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new))
+    };
     drop(st);
     gc::after_delete(ctx.server);
     Ok(ctx.out(&stored))
@@ -995,7 +1374,10 @@ fn manager_name(q: &HashMap<String, String>, headers: &http::HeaderMap) -> Strin
     if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
         return m.clone();
     }
-    let ua = headers.get("user-agent").and_then(|u| u.to_str().ok()).unwrap_or("unknown");
+    let ua = headers
+        .get("user-agent")
+        .and_then(|u| u.to_str().ok())
+        .unwrap_or("unknown");
     ua.split('/').next().unwrap_or("unknown").to_string()
 }
 
@@ -1005,13 +1387,17 @@ pub fn parse_body(body: &[u8], ct: &str) -> Result<Value, ApiError> {
         return Ok(Value::Null);
     }
     if ct.contains("protobuf") {
-        return super::protobuf::decode_envelope(body).map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
+        return super::protobuf::decode_envelope(body)
+            .map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
     }
     if ct.contains("yaml") {
         let s = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        return serde_saphyr::from_str::<Value>(s).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
+        return serde_saphyr::from_str::<Value>(s)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
 }
 
 /// The verb of a resource request (kube's RequestInfo verbs).
@@ -1031,7 +1417,13 @@ pub fn verb_of(method: &Method, info: &ResInfo, q: &HashMap<String, String>) -> 
 }
 
 /// Handles a resource request after authentication and authorization.
-pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &UserInfo, info: &ResInfo, verb: &str) -> Response<Body> {
+pub async fn handle_resource(
+    server: &ApiServer,
+    req: &Request<Bytes>,
+    user: &UserInfo,
+    info: &ResInfo,
+    verb: &str,
+) -> Response<Body> {
     let q = parse_query(req.uri().query());
     let rt = {
         let st = server.inner.state.lock().unwrap();
@@ -1040,7 +1432,11 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
     let Some(rt) = rt.filter(|r| r.versions.contains(&info.version)) else {
         return error_response(&ApiError::no_route());
     };
-    if rt.namespaced != info.namespace.is_some() && !(rt.namespaced && info.name.is_none() && matches!(verb, "list" | "watch" | "deletecollection")) {
+    if rt.namespaced != info.namespace.is_some()
+        && !(rt.namespaced
+            && info.name.is_none()
+            && matches!(verb, "list" | "watch" | "deletecollection"))
+    {
         return error_response(&ApiError::no_route());
     }
     if rt.namespaced && info.namespace.is_none() && verb == "deletecollection" {
@@ -1056,8 +1452,22 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
         manager: manager_name(&q, req.headers()),
         strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
     };
-    let ct = req.headers().get("content-type").and_then(|c| c.to_str().ok()).unwrap_or("application/json").split(';').next().unwrap_or("").trim().to_string();
-    let accept = req.headers().get("accept").and_then(|c| c.to_str().ok()).unwrap_or("").to_string();
+    let ct = req
+        .headers()
+        .get("content-type")
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or("application/json")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let accept = req
+        .headers()
+        .get("accept")
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let form = if accept.contains("as=Table") {
         Form::Table
     } else if accept.contains("as=PartialObjectMetadata") {
@@ -1067,7 +1477,9 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
     };
     let sub = info.subresource.as_deref();
     if let Some(s) = sub {
-        let ok = (s == "status" && rt.status) || (s == "scale" && rt.scale.is_some()) || rt.extra_subresources.iter().any(|e| e == s);
+        let ok = (s == "status" && rt.status)
+            || (s == "scale" && rt.scale.is_some())
+            || rt.extra_subresources.iter().any(|e| e == s);
         if !ok || info.name.is_none() {
             return error_response(&ApiError::no_route());
         }
@@ -1098,7 +1510,11 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
         };
     }
     if sub == Some("log") {
-        return Response::builder().status(200).header("content-type", "text/plain").body(full("")).unwrap();
+        return Response::builder()
+            .status(200)
+            .header("content-type", "text/plain")
+            .body(full(""))
+            .unwrap();
     }
     if sub == Some("scale") {
         return super::scale::handle(&ctx, req, info, verb, &ct);
@@ -1120,30 +1536,44 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
             Err(e) => Err(e),
         },
         "update" => match parse_body(req.body(), &ct) {
-            Ok(b) => update(&ctx, info.name.as_deref().unwrap(), Mutation::Replace(b), sub).map(|(v, created)| (if created { 201 } else { 200 }, v)),
+            Ok(b) => update(
+                &ctx,
+                info.name.as_deref().unwrap(),
+                Mutation::Replace(b),
+                sub,
+            )
+            .map(|(v, created)| (if created { 201 } else { 200 }, v)),
             Err(e) => Err(e),
         },
         "patch" => {
             let name = info.name.as_deref().unwrap();
             if ct == "application/apply-patch+yaml" {
                 if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
-                    Err(ApiError::invalid("PatchOptions", "meta.k8s.io", "", &[(
-                        "FieldValueRequired".into(),
-                        "fieldManager".into(),
-                        "Required value: is required for apply patch".into(),
-                    )]))
+                    Err(ApiError::invalid(
+                        "PatchOptions",
+                        "meta.k8s.io",
+                        "",
+                        &[(
+                            "FieldValueRequired".into(),
+                            "fieldManager".into(),
+                            "Required value: is required for apply patch".into(),
+                        )],
+                    ))
                 } else {
                     match parse_body(req.body(), "yaml") {
                         Ok(b) => {
                             let force = q.get("force").is_some_and(|f| f == "true");
-                            update(&ctx, name, Mutation::Apply(&b, force), sub).map(|(v, created)| (if created { 201 } else { 200 }, v))
+                            update(&ctx, name, Mutation::Apply(&b, force), sub)
+                                .map(|(v, created)| (if created { 201 } else { 200 }, v))
                         }
                         Err(e) => Err(e),
                     }
                 }
             } else {
                 match parse_body(req.body(), "json") {
-                    Ok(b) => update(&ctx, name, Mutation::Patch(&ct, &b), sub).map(|(v, _)| (200, v)),
+                    Ok(b) => {
+                        update(&ctx, name, Mutation::Patch(&ct, &b), sub).map(|(v, _)| (200, v))
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -1163,20 +1593,28 @@ pub async fn handle_resource(server: &ApiServer, req: &Request<Bytes>, user: &Us
         _ => Err(ApiError::method_not_allowed()),
     };
     match result {
-        Ok((code, v)) => {
-            match form {
-                Form::Table if verb == "get" || verb == "list" => {
-                    let include = q.get("includeObject").cloned().unwrap_or_default();
-                    json_response(code, &super::table::to_table(&rt, &v, verb == "list", &include))
-                }
-                Form::Metadata if verb == "get" => json_response(code, &partial_metadata(&v)),
-                Form::Metadata if verb == "list" => {
-                    let items: Vec<Value> = v.get("items").and_then(|i| i.as_array()).map(|a| a.iter().map(partial_metadata).collect()).unwrap_or_default();
-                    json_response(code, &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": v.get("metadata"), "items": items}))
-                }
-                _ => json_response(code, &v),
+        Ok((code, v)) => match form {
+            Form::Table if verb == "get" || verb == "list" => {
+                let include = q.get("includeObject").cloned().unwrap_or_default();
+                json_response(
+                    code,
+                    &super::table::to_table(&rt, &v, verb == "list", &include),
+                )
             }
-        }
+            Form::Metadata if verb == "get" => json_response(code, &partial_metadata(&v)),
+            Form::Metadata if verb == "list" => {
+                let items: Vec<Value> = v
+                    .get("items")
+                    .and_then(|i| i.as_array())
+                    .map(|a| a.iter().map(partial_metadata).collect())
+                    .unwrap_or_default();
+                json_response(
+                    code,
+                    &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": v.get("metadata"), "items": items}),
+                )
+            }
+            _ => json_response(code, &v),
+        },
         Err(e) => error_response(&e),
     }
 }
@@ -1188,31 +1626,61 @@ fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
     let ns = ctx.ns_key();
     let pdbs: Vec<Value> = {
         let st = ctx.server.inner.state.lock().unwrap();
-        st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns)).iter().map(|p| (**p).clone()).collect()
+        st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns))
+            .iter()
+            .map(|p| (**p).clone())
+            .collect()
     };
     for pdb in pdbs {
         let sel = LabelSelector::from_json(pdb.pointer("/spec/selector").unwrap_or(&Value::Null));
         if sel.0.is_empty() || !sel.matches(&pod) {
             continue;
         }
-        let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(|d| d.as_i64()).unwrap_or(0);
-        let pdb_name = pdb.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+        let allowed = pdb
+            .pointer("/status/disruptionsAllowed")
+            .and_then(|d| d.as_i64())
+            .unwrap_or(0);
+        let pdb_name = pdb
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
         if allowed < 1 {
-            let desired = pdb.pointer("/status/desiredHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
-            let current = pdb.pointer("/status/currentHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
-            let mut e = ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
-            e.details = Some(json!({"causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently")}]}));
+            let desired = pdb
+                .pointer("/status/desiredHealthy")
+                .and_then(|d| d.as_i64())
+                .unwrap_or(0);
+            let current = pdb
+                .pointer("/status/currentHealthy")
+                .and_then(|d| d.as_i64())
+                .unwrap_or(0);
+            let mut e = ApiError::new(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            );
+            e.details = Some(
+                json!({"causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently")}]}),
+            );
             return Err(e);
         }
         if !ctx.dry_run {
-            ctx.server.with_system_ctx("policy", "poddisruptionbudgets", Some(&ns), |pctx| {
-                let patch = json!({"status": {"disruptionsAllowed": allowed - 1}});
-                let _ = update(pctx, &pdb_name, Mutation::Patch("application/merge-patch+json", &patch), Some("status"));
-            });
+            ctx.server
+                .with_system_ctx("policy", "poddisruptionbudgets", Some(&ns), |pctx| {
+                    let patch = json!({"status": {"disruptionsAllowed": allowed - 1}});
+                    let _ = update(
+                        pctx,
+                        &pdb_name,
+                        Mutation::Patch("application/merge-patch+json", &patch),
+                        Some("status"),
+                    );
+                });
         }
     }
     delete(ctx, name, &DeleteOpts::default())?;
-    Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
+    Ok(
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    )
 }
 
 /// Representation requested through `Accept`.
@@ -1232,28 +1700,61 @@ pub fn partial_metadata(o: &Value) -> Value {
 }
 
 /// Deletes every object matching the selectors; returns the list of deleted objects.
-pub fn deletecollection(ctx: &Ctx, lopts: &ListOpts, dopts: &DeleteOpts) -> Result<Value, ApiError> {
-    let all = ListOpts { labels: lopts.labels.clone(), fields: lopts.fields.clone(), limit: 0, cont: None };
+pub fn deletecollection(
+    ctx: &Ctx,
+    lopts: &ListOpts,
+    dopts: &DeleteOpts,
+) -> Result<Value, ApiError> {
+    let all = ListOpts {
+        labels: lopts.labels.clone(),
+        fields: lopts.fields.clone(),
+        limit: 0,
+        cont: None,
+    };
     let (items, rv, _, _) = list_raw(ctx, &all)?;
     let mut out = Vec::new();
     for it in items {
-        let name = it.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
-        let ns = it.pointer("/metadata/namespace").and_then(|n| n.as_str()).map(String::from);
-        let c2 = Ctx { server: ctx.server, user: ctx.user, rt: ctx.rt.clone(), version: ctx.version.clone(), ns, dry_run: ctx.dry_run, manager: ctx.manager.clone(), strict: false };
+        let name = it
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let ns = it
+            .pointer("/metadata/namespace")
+            .and_then(|n| n.as_str())
+            .map(String::from);
+        let c2 = Ctx {
+            server: ctx.server,
+            user: ctx.user,
+            rt: ctx.rt.clone(),
+            version: ctx.version.clone(),
+            ns,
+            dry_run: ctx.dry_run,
+            manager: ctx.manager.clone(),
+            strict: false,
+        };
         match delete(&c2, &name, dopts) {
             Ok(v) => out.push(v),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": out}))
+    Ok(
+        json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": out}),
+    )
 }
 
 /// Parses list options from the query.
 pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListOpts, ApiError> {
     Ok(ListOpts {
-        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or("")).map_err(ApiError::bad_request)?,
-        fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.group, &rt.plural).map_err(ApiError::bad_request)?,
+        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
+            .map_err(ApiError::bad_request)?,
+        fields: FieldSelector::parse(
+            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+            &rt.group,
+            &rt.plural,
+        )
+        .map_err(ApiError::bad_request)?,
         limit: q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
         cont: q.get("continue").cloned(),
     })
@@ -1261,7 +1762,10 @@ pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListO
 
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
     let b: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let orphan = b.get("orphanDependents").and_then(|o| o.as_bool()).or_else(|| q.get("orphanDependents").map(|o| o == "true"));
+    let orphan = b
+        .get("orphanDependents")
+        .and_then(|o| o.as_bool())
+        .or_else(|| q.get("orphanDependents").map(|o| o == "true"));
     DeleteOpts {
         propagation: b
             .get("propagationPolicy")
@@ -1269,25 +1773,73 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
             .map(String::from)
             .or_else(|| q.get("propagationPolicy").cloned())
             .or_else(|| (orphan == Some(true)).then(|| "Orphan".to_string())),
-        uid: b.pointer("/preconditions/uid").and_then(|u| u.as_str()).map(String::from),
-        rv: b.pointer("/preconditions/resourceVersion").and_then(|u| u.as_str()).map(String::from),
+        uid: b
+            .pointer("/preconditions/uid")
+            .and_then(|u| u.as_str())
+            .map(String::from),
+        rv: b
+            .pointer("/preconditions/resourceVersion")
+            .and_then(|u| u.as_str())
+            .map(String::from),
     }
 }
 
 impl ApiServer {
     /// Creates an object bypassing authorization and admission (bootstrap, CRD registration).
-    pub(crate) fn create_internal(&self, group: &str, plural: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
-        let rt = self.inner.state.lock().unwrap().resource(group, plural).ok_or_else(ApiError::no_route)?;
-        let user = UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()] };
-        let ctx = Ctx { server: self, user: &user, version: rt.preferred().to_string(), rt, ns: ns.map(String::from), dry_run: false, manager: "kube-apiserver".into(), strict: false };
+    pub(crate) fn create_internal(
+        &self,
+        group: &str,
+        plural: &str,
+        ns: Option<&str>,
+        obj: Value,
+    ) -> Result<Value, ApiError> {
+        let rt = self
+            .inner
+            .state
+            .lock()
+            .unwrap()
+            .resource(group, plural)
+            .ok_or_else(ApiError::no_route)?;
+        let user = UserInfo {
+            name: "system:apiserver".into(),
+            groups: vec!["system:masters".into()],
+        };
+        let ctx = Ctx {
+            server: self,
+            user: &user,
+            version: rt.preferred().to_string(),
+            rt,
+            ns: ns.map(String::from),
+            dry_run: false,
+            manager: "kube-apiserver".into(),
+            strict: false,
+        };
         create(&ctx, obj, None)
     }
 
     /// Internal system context for (group, plural).
-    pub(crate) fn with_system_ctx<R>(&self, group: &str, plural: &str, ns: Option<&str>, f: impl FnOnce(&Ctx) -> R) -> Option<R> {
+    pub(crate) fn with_system_ctx<R>(
+        &self,
+        group: &str,
+        plural: &str,
+        ns: Option<&str>,
+        f: impl FnOnce(&Ctx) -> R,
+    ) -> Option<R> {
         let rt = self.inner.state.lock().unwrap().resource(group, plural)?;
-        let user = UserInfo { name: "system:serviceaccount:kube-system:generic-garbage-collector".into(), groups: vec!["system:masters".into()] };
-        let ctx = Ctx { server: self, user: &user, version: rt.preferred().to_string(), rt, ns: ns.map(String::from), dry_run: false, manager: "kube-controller-manager".into(), strict: false };
+        let user = UserInfo {
+            name: "system:serviceaccount:kube-system:generic-garbage-collector".into(),
+            groups: vec!["system:masters".into()],
+        };
+        let ctx = Ctx {
+            server: self,
+            user: &user,
+            version: rt.preferred().to_string(),
+            rt,
+            ns: ns.map(String::from),
+            dry_run: false,
+            manager: "kube-controller-manager".into(),
+            strict: false,
+        };
         Some(f(&ctx))
     }
 }
@@ -1298,5 +1850,8 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Display,
 {
-    b.collect().await.map(|c| c.to_bytes()).map_err(|e| e.to_string())
+    b.collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| e.to_string())
 }

@@ -101,7 +101,10 @@ fn authenticate(server: &ApiServer, req: &mut Request<Incoming>) -> Option<UserI
         return user;
     }
     let h = req.headers().get("authorization")?.to_str().ok()?;
-    let token = h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer "))?.trim();
+    let token = h
+        .strip_prefix("Bearer ")
+        .or_else(|| h.strip_prefix("bearer "))?
+        .trim();
     server.user_by_token(token)
 }
 
@@ -132,12 +135,20 @@ pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<
                         let (parts, body) = req.into_parts();
                         let bytes: Bytes = match collect_body(body).await {
                             Ok(b) => b,
-                            Err(e) => return Ok::<_, Infallible>(error_response(&ApiError::bad_request(e))),
+                            Err(e) => {
+                                return Ok::<_, Infallible>(error_response(&ApiError::bad_request(
+                                    e,
+                                )));
+                            }
                         };
-                        Ok(super::router::handle(server, Request::from_parts(parts, bytes), user).await)
+                        Ok(
+                            super::router::handle(server, Request::from_parts(parts, bytes), user)
+                                .await,
+                        )
                     }
                 });
-                let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc);
                 tokio::select! {
                     _ = conn => {}
                     _ = stop.changed() => {}
@@ -146,5 +157,10 @@ pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<
             });
         }
     });
-    Ok(HttpEndpoint { url: format!("http://{local}"), port: local.port(), addr: local, shutdown: tx })
+    Ok(HttpEndpoint {
+        url: format!("http://{local}"),
+        port: local.port(),
+        addr: local,
+        shutdown: tx,
+    })
 }

@@ -147,9 +147,7 @@ pub fn parse_go_duration(s: &str) -> Option<SignedDuration> {
     let mut total = 0f64;
     let mut num = String::new();
     let mut chars = s.trim().chars().peekable();
-    if chars.peek().is_none() {
-        return None;
-    }
+    chars.peek()?;
     while let Some(c) = chars.next() {
         if c.is_ascii_digit() || c == '.' {
             num.push(c);

@@ -155,8 +155,16 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
         }
     }
 
-    let sets = scoped::<MachineSet>(client, ns).list(&ListParams::default()).await?.items;
-    for set in &sets {
+    // Listed untyped: the template is not part of druidctl's MachineSet subset.
+    let ar = kube::core::ApiResource::erase::<MachineSet>(&());
+    let raw_api: Api<kube::api::DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    for raw in raw_api.list(&ListParams::default()).await?.items {
+        let raw = serde_json::to_value(&raw).unwrap_or_default();
+        let Ok(set) = serde_json::from_value::<MachineSet>(raw.clone()) else { continue };
+        let set = &set;
         let sns = set.metadata.namespace.clone().unwrap_or_default();
         let selector = set.spec.selector.clone().unwrap_or_default();
         let live = machines
@@ -166,7 +174,7 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
             .count() as i32;
         let want = set.spec.replicas.unwrap_or(0);
         for _ in live..want {
-            create_machine(client, set, &sns).await?;
+            create_machine(client, set, &raw, &sns).await?;
         }
         let status = json!({"status": {"replicas": live.max(0), "readyReplicas": live.max(0), "availableReplicas": live.max(0)}});
         let _ = Api::<MachineSet>::namespaced(client.clone(), &sns)
@@ -176,9 +184,8 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
     Ok(())
 }
 
-async fn create_machine(client: &Client, set: &MachineSet, ns: &str) -> Result<(), kube::Error> {
+async fn create_machine(client: &Client, set: &MachineSet, raw: &serde_json::Value, ns: &str) -> Result<(), kube::Error> {
     let set_name = set.metadata.name.clone().unwrap_or_default();
-    let raw = serde_json::to_value(set).unwrap_or_default();
     let mut labels = raw.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
     if !labels.is_object() {
         labels = json!({});

@@ -110,9 +110,16 @@ impl std::fmt::Debug for MemberRuntime {
 
 impl MemberRuntime {
     /// Creates the runtime for `ns/pod` and starts its loop and its HTTP API.
-    pub(crate) async fn spawn(ctx: &Arc<Ctx>, ns: &str, pod: &str, etcd: &str, pvc: &str) -> std::io::Result<Arc<MemberRuntime>> {
+    pub(crate) async fn spawn(
+        ctx: &Arc<Ctx>,
+        ns: &str,
+        pod: &str,
+        etcd: &str,
+        pvc: &str,
+        volume: &str,
+    ) -> std::io::Result<Arc<MemberRuntime>> {
         let (client_port, peer_port) = ctx.ports(ns, pod);
-        let data_dir = ctx.volume_dir(ns, pvc);
+        let data_dir = ctx.volume_dir(ns, volume);
         let mut cfg = MemberConfig::new(pod, &data_dir, ctx.opts.state_dir.join("logs").join(ns).join(format!("{pod}.log")));
         cfg.client_port = client_port;
         cfg.peer_port = peer_port;
@@ -469,7 +476,10 @@ impl MemberRuntime {
         } else if !deltas.is_empty() {
             self.state.lock().expect("state").pending_deltas = deltas;
         }
-        if let Some(id) = promotion
+        // A learner is promoted whether or not this sidecar added it: after a sidecar restart or an interrupted
+        // join the pending promotion is gone, and an unpromoted learner blocks every later MemberAddAsLearner.
+        let learner_id = status.as_ref().filter(|st| st.is_learner).map(|st| st.member_id);
+        if let Some(id) = promotion.or(learner_id)
             && status.is_some()
             && self.promote_through_peers(ctx, id).await
         {

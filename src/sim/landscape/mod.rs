@@ -10,6 +10,7 @@
 //! - [`member`]: one pod's etcd process plus its backup-restore sidecar.
 //! - [`backup`]: the local object store of snapshots.
 //! - [`dwd`]: dependency-watchdog's prober and the control-plane Deployments.
+//! - [`certmanager`], [`mcm`]: cert-manager's issuing controllers; machine-controller-manager.
 //! - [`jobs`]: the snapshot compaction Job `E-compactor` and `EtcdCopyBackupsTask`, run for real.
 //! - [`playground`]: the embedded API server plus the landscape, for `druidctl playground` and `demo`.
 
@@ -179,9 +180,9 @@ impl Ctx {
             .or_insert_with(|| (free_port(), free_port()))
     }
 
-    /// Data directory of PVC `ns/pvc`.
-    pub(crate) fn volume_dir(&self, ns: &str, pvc: &str) -> PathBuf {
-        self.opts.state_dir.join("volumes").join(ns).join(pvc)
+    /// Data directory of volume `ns/<pvc>-<uid>`.
+    pub(crate) fn volume_dir(&self, ns: &str, volume: &str) -> PathBuf {
+        self.opts.state_dir.join("volumes").join(ns).join(volume)
     }
 
     /// Object store of Etcd `ns/etcd` (`prefix` from `spec.backup.store`).
@@ -234,6 +235,8 @@ impl Landscape {
             tokio::spawn(statefulset::run(ctx.clone())),
             tokio::spawn(dwd::run(ctx.clone())),
             tokio::spawn(jobs::run(ctx.clone())),
+            tokio::spawn(certmanager::run(ctx.clients.druid.clone(), certmanager::CertManagerOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick }, ctx.cancel.clone(), Default::default())),
+            tokio::spawn(mcm::run(ctx.clients.druid.clone(), mcm::McmOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick, ..Default::default() }, ctx.cancel.clone())),
         ];
         Ok(Landscape { ctx, tasks })
     }

@@ -5,7 +5,7 @@
 //! (phase, Ready, restartCount, CrashLoopBackOff). A deleted PVC deletes its data directory once no pod
 //! uses it (reclaim policy Delete).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -52,12 +52,19 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
         .await
         .map_err(|e| LandscapeError::kube("list pvcs", e))?;
     let mut live_pods: HashSet<(String, String)> = HashSet::new();
-    let pvc_names: HashSet<(String, String)> = pvcs
+    // A volume is keyed by its PVC's uid: a PVC deleted and created again with the same name is a new,
+    // empty volume, while a running pod keeps the volume it mounted.
+    let volumes: HashMap<(String, String), String> = pvcs
         .items
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default()))
+        .map(|p| {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            ((p.metadata.namespace.clone().unwrap_or_default(), name.clone()), format!("{name}-{uid}"))
+        })
         .collect();
+    let volume_dirs: HashSet<(String, String)> = volumes.iter().map(|((ns, _), v)| (ns.clone(), v.clone())).collect();
 
     for sts in &stss.items {
         let ns = sts.metadata.namespace.clone().unwrap_or_default();
@@ -84,11 +91,12 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
         for i in 0..replicas {
             let pod_name = format!("{name}-{i}");
             let pvc = format!("{claim}-{name}-{i}");
-            if !pvc_names.contains(&(ns.clone(), pvc.clone())) {
+            let Some(volume) = volumes.get(&(ns.clone(), pvc.clone())) else {
                 create_pvc(ctx, &ns, &pvc, &spec).await;
-            }
+                continue; // the pod follows once its PVC is listed
+            };
             if !owned.contains_key(&i) {
-                let rt = ensure_runtime(ctx, &ns, &pod_name, &name, &pvc).await?;
+                let rt = ensure_runtime(ctx, &ns, &pod_name, &name, &pvc, volume).await?;
                 create_pod(ctx, sts, &pod_name, &pvc, &claim, &rt).await;
             }
         }
@@ -110,7 +118,13 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
             live_pods.insert((ns.clone(), pod_name.clone()));
             current += 1;
             let pvc = format!("{claim}-{name}-{i}");
-            let rt = ensure_runtime(ctx, &ns, &pod_name, &name, &pvc).await?;
+            let key = (ns.clone(), pvc.clone());
+            let rt = ctx.members.lock().expect("members").get(&(ns.clone(), pod_name.clone())).cloned();
+            let rt = match (rt, volumes.get(&key)) {
+                (Some(rt), _) => rt,
+                (None, Some(volume)) => ensure_runtime(ctx, &ns, &pod_name, &name, &pvc, volume).await?,
+                (None, None) => continue, // pod without its PVC: stays pending
+            };
             let view = rt.view();
             if view.ready {
                 ready += 1;
@@ -161,8 +175,8 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
                 continue;
             }
             for vol in std::fs::read_dir(ns_dir.path()).into_iter().flatten().flatten() {
-                let pvc = vol.file_name().to_string_lossy().into_owned();
-                if !pvc_names.contains(&(ns.clone(), pvc)) && !in_use.contains(&vol.path()) {
+                let volume = vol.file_name().to_string_lossy().into_owned();
+                if !volume_dirs.contains(&(ns.clone(), volume)) && !in_use.contains(&vol.path()) {
                     let _ = std::fs::remove_dir_all(vol.path());
                 }
             }
@@ -171,12 +185,19 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
     Ok(())
 }
 
-async fn ensure_runtime(ctx: &Arc<Ctx>, ns: &str, pod: &str, sts: &str, pvc: &str) -> Result<Arc<MemberRuntime>, LandscapeError> {
+async fn ensure_runtime(
+    ctx: &Arc<Ctx>,
+    ns: &str,
+    pod: &str,
+    sts: &str,
+    pvc: &str,
+    volume: &str,
+) -> Result<Arc<MemberRuntime>, LandscapeError> {
     let key = (ns.to_string(), pod.to_string());
     if let Some(rt) = ctx.members.lock().expect("members").get(&key) {
         return Ok(rt.clone());
     }
-    let rt = MemberRuntime::spawn(ctx, ns, pod, sts, pvc)
+    let rt = MemberRuntime::spawn(ctx, ns, pod, sts, pvc, volume)
         .await
         .map_err(|e| LandscapeError::Io { action: "bind backup API of", path: pod.into(), source: e })?;
     ctx.members.lock().expect("members").insert(key, rt.clone());

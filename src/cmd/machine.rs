@@ -1,0 +1,106 @@
+//! `machine delete MACHINE | --node NODE [--force] [--wait]`: show what runs on the node (etcd members and the
+//! quorum they carry, PDBs that would block the drain), refuse when an Etcd would lose quorum unless forced and
+//! confirmed, then ask machine-controller-manager to replace the machine.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use druidctl::kube::annotate::AnnotateError;
+use druidctl::kube::target::validate_dns_subdomain;
+use druidctl::machines::{DeleteOptions, MachineError, MachineTarget, delete as ops};
+use druidctl::output::OutputFormat;
+use druidctl::output::progress::confirm_by_typing;
+
+use super::{Context, parse_duration};
+
+/// Arguments of `machine`.
+#[derive(Debug, Args)]
+pub struct MachineArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: MachineCommand,
+}
+
+/// `machine` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum MachineCommand {
+    /// Replace a machine (MCM creates a new one): by Machine name, or by Node with --node.
+    Delete(MachineDeleteArgs),
+}
+
+/// Arguments of `machine delete`.
+#[derive(Debug, Args)]
+pub struct MachineDeleteArgs {
+    /// The Machine (in the namespace of -n).
+    #[arg(value_name = "MACHINE", required_unless_present = "node", conflicts_with = "node")]
+    pub machine: Option<String>,
+    /// The Node whose Machine to replace (annotates the Node when its Machine is not readable).
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Skip the drain (label force-deletion: "True"; can violate PDBs), and allow a deletion that costs an Etcd
+    /// its quorum after typing the node's name.
+    #[arg(long)]
+    pub force: bool,
+    /// Do not ask for the typed confirmation (only with --force).
+    #[arg(long, requires = "force")]
+    pub yes: bool,
+    /// Wait until the replacement node is Ready.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration, requires = "wait")]
+    pub timeout: Duration,
+}
+
+/// Runs `machine`.
+pub async fn exec(ctx: &mut Context, args: MachineArgs) -> anyhow::Result<()> {
+    match args.command {
+        MachineCommand::Delete(a) => delete(ctx, a).await,
+    }
+}
+
+fn machine_error(e: MachineError) -> anyhow::Error {
+    match e {
+        MachineError::Cluster(c) => c.into(),
+        refused @ MachineError::WouldLoseQuorum(_) => AnnotateError::Rejected(refused.to_string()).into(),
+    }
+}
+
+async fn delete(ctx: &mut Context, args: MachineDeleteArgs) -> anyhow::Result<()> {
+    let (target, raw) = match (&args.machine, &args.node) {
+        (Some(m), _) => (MachineTarget::Machine(m.clone()), m),
+        (None, Some(n)) => (MachineTarget::Node(n.clone()), n),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    validate_dns_subdomain(raw).map_err(|e| druidctl::kube::UsageError(format!("invalid name {raw:?}: {e}")))?;
+    if ctx.global.all_namespaces || ctx.global.selector.is_some() {
+        return Err(druidctl::kube::UsageError("machine delete takes one machine or node; -A and -l do not apply".into()).into());
+    }
+    let cluster = ctx.connect().await?;
+    let ns = ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone());
+    let plan = ops::inspect(&cluster.client, &ns, &target, args.force).await.map_err(machine_error)?;
+    let people = matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
+    if people {
+        let text: String = plan.describe().iter().map(|l| format!("{l}\n")).collect();
+        ctx.printer.text(&text)?;
+    }
+    let mut allow_quorum_loss = false;
+    if let Some(why) = plan.impact.refusal() {
+        if !args.force {
+            return Err(machine_error(MachineError::WouldLoseQuorum(why)));
+        }
+        let node = plan.node.clone().unwrap_or_default();
+        confirm_by_typing(&format!("{why}."), &node, args.yes)?;
+        allow_quorum_loss = true;
+    }
+    let opts = DeleteOptions { force: args.force, allow_quorum_loss, wait: args.wait.then_some(args.timeout) };
+    let outcome = ops::delete(&cluster.client, plan, &opts).await.map_err(machine_error)?;
+    if people {
+        ctx.printer.text(&format!("{}\n", outcome.message))?;
+    } else {
+        ctx.printer.json(&serde_json::json!({
+            "apiVersion": druidctl::output::status::STATUS_API_VERSION, "kind": "MachineDeletion", "result": outcome,
+        }))?;
+    }
+    Ok(())
+}

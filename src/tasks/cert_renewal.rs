@@ -1,0 +1,251 @@
+//! `CertificateRenewalTask` *(druidctl)*: renew every Certificate behind the Etcd's TLS secrets (like
+//! `cmctl renew`), wait for the new revisions — stopping before any restart when issuance fails, with the next
+//! automatic retry — then restart the members one at a time, followers first and the leader last, each time
+//! waiting until the member is ready again and the Etcd is quorate (etcd only loads certificates on start).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+
+use super::config::{ConfigError, expect_none};
+use super::preconditions::{Facts, require_quorum};
+use super::step::{Readiness, Step, StepContext, StepError, StepFuture};
+use super::{TaskKind, TaskPlan};
+use crate::api::{Certificate, Etcd};
+use crate::api::task::types;
+use crate::certs::next_retry_at;
+use crate::certs::renew::{CertError, CertTargets, failed_since, find, issued_after, trigger};
+use crate::health::Quorum;
+use crate::kube::target::ObjectKey;
+use crate::machines::impact::pod_ready;
+
+/// The task type (no config: every Certificate the Etcd's TLS secrets come from).
+pub struct CertificateRenewal;
+
+/// The parsed (empty) config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateRenewalPlan;
+
+impl TaskKind for CertificateRenewal {
+    fn type_name(&self) -> &'static str {
+        types::CERTIFICATE_RENEWAL
+    }
+    fn summary(&self) -> &'static str {
+        "renew the Etcd's certificates and restart its members one at a time, leader last (no config)"
+    }
+    fn parse(&self, config: Option<&str>) -> Result<Arc<dyn TaskPlan>, ConfigError> {
+        expect_none(config)?;
+        Ok(Arc::new(CertificateRenewalPlan))
+    }
+}
+
+/// Member pods in restart order: followers (by name), then the leader (from `status.members[].role`).
+pub fn restart_order(etcd: &Etcd) -> Vec<String> {
+    let names = etcd.managed_names();
+    let leader = etcd
+        .status
+        .as_ref()
+        .and_then(|s| s.members.iter().find(|m| m.role.as_deref() == Some("Leader")))
+        .map(|m| m.name.clone());
+    let mut pods: Vec<String> = (0..etcd.spec.replicas.max(0) as u32).map(|i| names.pod(i)).collect();
+    pods.sort_by_key(|p| (Some(p) == leader.as_ref(), p.clone()));
+    pods
+}
+
+impl TaskPlan for CertificateRenewalPlan {
+    fn duplicate_key(&self) -> String {
+        types::CERTIFICATE_RENEWAL.to_string()
+    }
+    fn preconditions(&self, facts: &Facts) -> Result<(), String> {
+        require_quorum(facts)?;
+        // A rolling restart takes one member down at a time; with one already down that could cost quorum.
+        if !facts.unready_members.is_empty() {
+            return Err(format!("members not ready: {}; a rolling restart could lose quorum", facts.unready_members.join(", ")));
+        }
+        Ok(())
+    }
+    fn steps(&self, etcd: &Etcd) -> Vec<Box<dyn Step>> {
+        let mut steps: Vec<Box<dyn Step>> = vec![Box::new(RenewCertificates)];
+        for pod in restart_order(etcd) {
+            steps.push(Box::new(RestartMember { pod }));
+        }
+        steps
+    }
+    fn config_json(&self) -> Value {
+        json!({})
+    }
+}
+
+const RENEWAL_KEY: &str = "certificateRenewal";
+
+struct RenewCertificates;
+
+fn cert_step_error(e: CertError) -> StepError {
+    match e {
+        CertError::Cluster(c) => StepError::Transient(c.to_string()),
+        other => StepError::Permanent(other.to_string()),
+    }
+}
+
+impl Step for RenewCertificates {
+    fn name(&self) -> String {
+        "RenewCertificates".into()
+    }
+    fn description(&self) -> String {
+        "set Issuing=True (ManuallyTriggered) on every Certificate behind the Etcd's TLS secrets and wait for the new revisions".into()
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec!["cmctl renew CERTIFICATE…".into()]
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move { Ok(cx.journal(RENEWAL_KEY).is_some()) }.boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            let key = ObjectKey { namespace: cx.namespace().to_string(), name: cx.etcd_name().to_string() };
+            let certs = find(&cx.client, &CertTargets::Etcd(key)).await.map_err(cert_step_error)?;
+            let since = jiff::Timestamp::now();
+            let revisions: BTreeMap<String, Option<i64>> = certs
+                .iter()
+                .map(|c| (c.metadata.name.clone().unwrap_or_default(), c.status.as_ref().and_then(|s| s.revision)))
+                .collect();
+            // Journal the baseline first, so a resumed task waits for revisions newer than these.
+            cx.record(RENEWAL_KEY, json!({"revisions": revisions, "since": since.as_second()})).await?;
+            for c in &certs {
+                trigger(&cx.client, c).await.map_err(cert_step_error)?;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            let j = cx.journal(RENEWAL_KEY).unwrap_or_default();
+            let since = j.get("since").and_then(Value::as_i64).unwrap_or(0);
+            let revisions: BTreeMap<String, Option<i64>> =
+                serde_json::from_value(j.get("revisions").cloned().unwrap_or(json!({}))).unwrap_or_default();
+            let api: Api<Certificate> = Api::namespaced(cx.client.clone(), cx.namespace());
+            for (name, previous) in &revisions {
+                let c = api.get(name).await.map_err(|e| StepError::from_kube("reading certificates", e))?;
+                if issued_after(&c, *previous) {
+                    continue;
+                }
+                if let Some(message) = failed_since(&c, since) {
+                    let st = c.status.clone().unwrap_or_default();
+                    let next = next_retry_at(st.last_failure_time.map(|t| t.0), st.failed_issuance_attempts);
+                    return Err(StepError::Permanent(format!(
+                        "issuing certificate {name} failed: {message}; no member was restarted; cert-manager retries at {}",
+                        next.map(|t| t.to_string()).unwrap_or_else(|| "an unknown time".into())
+                    )));
+                }
+                return Ok(Readiness::NotReady(format!("certificate {name} has no new revision yet")));
+            }
+            Ok(Readiness::Ready)
+        }
+        .boxed()
+    }
+}
+
+struct RestartMember {
+    pod: String,
+}
+
+impl Step for RestartMember {
+    fn name(&self) -> String {
+        format!("RestartMember/{}", self.pod)
+    }
+    fn description(&self) -> String {
+        format!("restart {} so it loads the new certificates; wait until it is ready and the Etcd is quorate", self.pod)
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec![format!("kubectl delete pod {}", self.pod)]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(600)
+    }
+    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
+        async move { Ok(cx.journal(&self.name()).is_some()) }.boxed()
+    }
+    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
+        async move {
+            let pods: Api<Pod> = Api::namespaced(cx.client.clone(), cx.namespace());
+            let uid = pods
+                .get_opt(&self.pod)
+                .await
+                .map_err(|e| StepError::from_kube("reading the member pod", e))?
+                .and_then(|p| p.metadata.uid);
+            cx.record(&self.name(), json!({"uid": uid})).await?;
+            match pods.delete(&self.pod, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(StepError::from_kube("deleting the member pod", e)),
+            }
+        }
+        .boxed()
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            let old_uid = cx.journal(&self.name()).and_then(|j| j.get("uid").and_then(Value::as_str).map(String::from));
+            let pods: Api<Pod> = Api::namespaced(cx.client.clone(), cx.namespace());
+            let get = |name: String| {
+                let pods = pods.clone();
+                async move { pods.get_opt(&name).await.map_err(|e| StepError::from_kube("reading member pods", e)) }
+            };
+            match get(self.pod.clone()).await? {
+                Some(p) if p.metadata.uid.is_some() && p.metadata.uid != old_uid && pod_ready(&p) => {}
+                Some(p) if p.metadata.uid == old_uid => return Ok(Readiness::NotReady(format!("{} has not restarted yet", self.pod))),
+                _ => return Ok(Readiness::NotReady(format!("{} is not ready yet", self.pod))),
+            }
+            let names = cx.etcd.managed_names();
+            let members = cx.etcd.spec.replicas.max(0) as u32;
+            let mut ready = 0;
+            for i in 0..members {
+                if get(names.pod(i)).await?.is_some_and(|p| pod_ready(&p)) {
+                    ready += 1;
+                }
+            }
+            let q = Quorum::of(members, ready);
+            if q.quorate { Ok(Readiness::Ready) } else { Ok(Readiness::NotReady(format!("{ready} of {members} members ready; not quorate"))) }
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn etcd(leader: &str) -> Etcd {
+        serde_json::from_value(json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+            "metadata": {"name": "etcd-main", "namespace": "ns"},
+            "spec": {"replicas": 3, "labels": {}, "etcd": {}, "backup": {}},
+            "status": {"members": [
+                {"name": "etcd-main-0", "role": if leader == "etcd-main-0" { "Leader" } else { "Member" }, "status": "Ready", "reason": ""},
+                {"name": "etcd-main-1", "role": if leader == "etcd-main-1" { "Leader" } else { "Member" }, "status": "Ready", "reason": ""},
+                {"name": "etcd-main-2", "role": if leader == "etcd-main-2" { "Leader" } else { "Member" }, "status": "Ready", "reason": ""}]}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn followers_restart_first_and_the_leader_last() {
+        assert_eq!(restart_order(&etcd("etcd-main-0")), ["etcd-main-1", "etcd-main-2", "etcd-main-0"]);
+        assert_eq!(restart_order(&etcd("etcd-main-2")), ["etcd-main-0", "etcd-main-1", "etcd-main-2"]);
+    }
+
+    #[test]
+    fn renewal_comes_before_any_restart() {
+        let names: Vec<String> = CertificateRenewalPlan.steps(&etcd("etcd-main-1")).iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["RenewCertificates", "RestartMember/etcd-main-0", "RestartMember/etcd-main-2", "RestartMember/etcd-main-1"]);
+    }
+
+    #[test]
+    fn config_must_be_empty() {
+        assert!(CertificateRenewal.parse(None).is_ok());
+        assert!(CertificateRenewal.parse(Some("certificates: [a]")).is_err());
+    }
+}

@@ -1,0 +1,197 @@
+//! The task commands, driving the real binary against the embedded API server over HTTP: precondition
+//! refusals, the missing-executor message, `--local` execution and the exit codes of `--wait`.
+
+mod tasks_support;
+
+use std::process::{Command, Output};
+
+use druidctl::api::{EtcdOperatorTask, TaskState};
+use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
+use kube::api::{Api, ListParams};
+use tasks_support::{NS, Sidecar, landscape, lose_quorum};
+
+struct Cli {
+    server: ApiServer,
+    _endpoint: HttpEndpoint,
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    async fn start() -> (Cli, Sidecar) {
+        let server = landscape().await;
+        let sidecar = Sidecar::default();
+        sidecar.start(&server).await;
+        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config"), server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
+        (Cli { server, _endpoint: endpoint, dir }, sidecar)
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        let (args, dir): (Vec<String>, _) = (args.iter().map(|s| s.to_string()).collect(), self.dir.path().to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_druidctl"))
+                .args(&args)
+                .env("KUBECONFIG", dir.join("config"))
+                .env("HOME", &dir)
+                .env_remove("NO_COLOR")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn tasks(&self) -> Vec<EtcdOperatorTask> {
+        Api::<EtcdOperatorTask>::namespaced(self.server.client(), NS).list(&ListParams::default()).await.unwrap().items
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+#[tokio::test]
+async fn a_local_snapshot_succeeds_and_streams_its_transitions_as_jsonl() {
+    let (cli, sidecar) = Cli::start().await;
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--local", "-o", "jsonl"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("one JSON document per line")).collect();
+    assert_eq!(lines.last().unwrap()["state"], "Succeeded", "{lines:?}");
+    assert!(lines.iter().any(|l| l["step"] == "TriggerFullSnapshot"), "{lines:?}");
+    assert_eq!(sidecar.calls(), ["/snapshot/full"]);
+    let tasks = cli.tasks().await;
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].state(), TaskState::Succeeded);
+
+    let list = cli.run(&["task", "list", "--color", "never"]).await;
+    assert_eq!(list.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(text.starts_with("NAMESPACE") && text.contains("OnDemandSnapshotTask") && text.contains("Succeeded"), "{text}");
+}
+
+#[tokio::test]
+async fn waiting_without_an_executor_is_refused_and_creates_nothing() {
+    let (cli, sidecar) = Cli::start().await;
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--wait"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no executor is running") && stderr(&out).contains("--local"), "{}", stderr(&out));
+    assert!(cli.tasks().await.is_empty());
+    // Without --wait the task is created and stays Pending; the CLI says why.
+    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("stays Pending"), "{}", stderr(&out));
+    assert_eq!(cli.tasks().await.len(), 1);
+    assert!(sidecar.calls().is_empty());
+}
+
+#[tokio::test]
+async fn failed_preconditions_refuse_before_creating_unless_forced_and_then_the_task_is_rejected() {
+    let (cli, sidecar) = Cli::start().await;
+    lose_quorum(&cli.server.client()).await;
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--local"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("refused: the etcd cluster has no quorum (1 of 3 members ready, 2 needed)"), "{}", stderr(&out));
+    assert!(cli.tasks().await.is_empty(), "nothing created");
+
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--local", "--force"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("was rejected: the etcd cluster has no quorum"), "{}", stderr(&out));
+    let tasks = cli.tasks().await;
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].state(), TaskState::Rejected);
+    assert!(sidecar.calls().is_empty());
+}
+
+#[tokio::test]
+async fn bad_config_is_a_usage_error_and_a_timeout_has_its_own_exit_code() {
+    let (cli, _sidecar) = Cli::start().await;
+    let cfg = cli.dir.path().join("maint.yaml");
+    std::fs::write(&cfg, "maintenanceType:\n  etcdDefragmentation: sure\n").unwrap();
+    let out = cli.run(&["task", "create", "OnDemandMaintenanceTask", "--etcd", "etcd-main", "--config", cfg.to_str().unwrap()]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("config.maintenanceType.etcdDefragmentation: expected a boolean"), "{}", stderr(&out));
+    assert!(cli.tasks().await.is_empty());
+
+    // Nobody runs the compaction Job here: the wait runs out (exit 7) and the task keeps going.
+    let out = cli.run(&["compact", "etcd-main", "--local", "--timeout", "2s"]).await;
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("still InProgress at WaitForCompactionJob"), "{}", stderr(&out));
+}
+
+/// A `druidctl serve` child process, killed on drop.
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, buf))
+}
+
+#[tokio::test]
+async fn serve_executes_tasks_exposes_metrics_and_shuts_down_gracefully_on_sigterm() {
+    let (cli, sidecar) = Cli::start().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_druidctl"))
+        .args(["serve", "-n", NS, "--metrics-addr", &addr, "--log-format", "json", "--lease-duration", "3s"])
+        .env("KUBECONFIG", cli.dir.path().join("config"))
+        .env("HOME", cli.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut serve = Serve(child);
+    let mut ready = false;
+    for _ in 0..100 {
+        if let Some((200, _)) = http_get(&addr, "/readyz").await {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ready, "serve became ready");
+    assert_eq!(http_get(&addr, "/healthz").await.map(|r| r.0), Some(200));
+
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--wait", "--timeout", "30s"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(sidecar.calls(), ["/snapshot/full"]);
+    let (_, metrics) = http_get(&addr, "/metrics").await.unwrap();
+    let total = druidctl::reconciler::metrics::sample_sum(
+        metrics.split("\r\n\r\n").nth(1).unwrap_or(""),
+        "etcddruid_operator_tasks_total",
+        &[("type", "OnDemandSnapshotTask"), ("state", "succeeded"), ("etcd", "etcd-main"), ("etcd_namespace", NS)],
+    );
+    assert_eq!(total, 1.0, "{metrics}");
+
+    // SIGTERM: exits 0 and gives the leader lease back.
+    unsafe { libc::kill(serve.0.id() as i32, libc::SIGTERM) };
+    let mut code = None;
+    for _ in 0..100 {
+        if let Some(st) = serve.0.try_wait().unwrap() {
+            code = st.code();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(code, Some(0), "graceful exit");
+    let mut logs = String::new();
+    std::io::Read::read_to_string(serve.0.stderr.as_mut().unwrap(), &mut logs).unwrap();
+    let first: serde_json::Value = serde_json::from_str(logs.lines().next().unwrap()).expect("JSON logs");
+    assert!(first.get("level").is_some(), "{first}");
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(cli.server.client(), NS).get("druidctl-serve").await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity, None, "leader lease released");
+}
