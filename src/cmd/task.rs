@@ -348,7 +348,12 @@ async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
     if matches!(ctx.printer.format(), OutputFormat::Json | OutputFormat::Yaml) {
         let items: Vec<serde_json::Value> = items.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
         let doc = druidctl::output::list_document(items);
-        return Ok(if ctx.printer.format() == OutputFormat::Json { ctx.printer.json(&doc)? } else { ctx.printer.yaml(&doc)? });
+        if ctx.printer.format() == OutputFormat::Json {
+            ctx.printer.json(&doc)?;
+        } else {
+            ctx.printer.yaml(&doc)?;
+        }
+        return Ok(());
     }
     ctx.printer.print(&TaskList(items))?;
     Ok(())

@@ -218,6 +218,9 @@ pub fn transition_of(t: &EtcdOperatorTask) -> Transition {
     }
 }
 
+/// What makes two observations of a task the same transition: state, step, step state, reason.
+type TransitionKey = (&'static str, Option<String>, Option<&'static str>, Option<String>);
+
 /// Follows task `name` until it is terminal (`Ok` with the task, or the error of its outcome) or `timeout`;
 /// `on_change` sees every distinct state/step/reason.
 pub async fn follow(
@@ -231,7 +234,7 @@ pub async fn follow(
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = watcher::watcher(api, config).backoff(crate::reconciler::controller::WatchBackoff::default()).boxed();
     let mut last_seen: Option<EtcdOperatorTask> = None;
-    let mut last_key: Option<(&'static str, Option<String>, Option<&'static str>, Option<String>)> = None;
+    let mut last_key: Option<TransitionKey> = None;
     let wait = async {
         while let Some(ev) = stream.next().await {
             match ev {
