@@ -117,3 +117,85 @@ async fn snapshot_compaction_and_copy_backups_tasks_finish_on_the_real_object_st
     assert!(std::fs::read_dir(&copied).map(|d| d.count()).unwrap_or(0) > 0, "backups copied to {}", copied.display());
     pg.down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defragmentation_reaches_every_member_through_its_pod_leader_last_and_the_etcd_stays_quorate() {
+    let Some(_binary) = require_etcd("on-demand maintenance (defragmentation) task") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (pg, ns, r) = ready_playground(dir.path()).await;
+    let n = 3u32;
+    // Free pages to give back: write ~2 MiB, delete it and compact; defragmentation then shrinks every database.
+    let c = pg.etcd_client(&ns, 0).unwrap();
+    let value = "x".repeat(16 * 1024);
+    for i in 0..128 {
+        c.put(format!("/registry/garbage/{i:04}"), &value).await.unwrap();
+    }
+    for i in 0..128 {
+        c.delete(format!("/registry/garbage/{i:04}")).await.unwrap();
+    }
+    let rev = c.status().await.unwrap().revision;
+    c.compact(rev).await.unwrap();
+    let mut before = Vec::new();
+    for i in 0..n {
+        let m = pg.etcd_client(&ns, i).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while m.status().await.unwrap().revision < rev && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        before.push(m.status().await.unwrap().db_size);
+    }
+    // Followers compact in the background after applying the compaction.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let etcd: druidctl::api::Etcd = Api::namespaced(pg.server().client(), &ns).get(pg.etcd_name()).await.unwrap();
+    let leader = etcd.status.as_ref().unwrap().members.iter().find(|m| m.role.as_deref() == Some("Leader")).unwrap().name.clone();
+    pg.server().request_log().clear();
+
+    create(&pg, &ns, "defrag", "OnDemandMaintenanceTask", Some("maintenanceType: {etcdDefragmentation: true}")).await;
+    let done = AtomicBool::new(false);
+    let run = async {
+        let t = r.run_to_completion(&ns, "defrag").await;
+        done.store(true, Ordering::SeqCst);
+        t
+    };
+    let watch = async {
+        let mut seen = Vec::new();
+        while !done.load(Ordering::SeqCst) {
+            seen.push(pg.etcd_ready(&ns).await);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        seen
+    };
+    let (t, seen) = tokio::join!(run, watch);
+    let t = t.unwrap();
+    assert_eq!(t.state(), TaskState::Succeeded, "{}", summary(&t));
+    assert!(!seen.is_empty());
+    for s in &seen {
+        assert_eq!(s.as_ref().map(|(st, r)| (st.as_str(), r.as_str())), Some(("True", "Quorate")), "Ready during the run: {seen:?}");
+    }
+
+    // One pod-proxy POST per member, each answered by its own sidecar, the leader last.
+    let defrags: Vec<(String, u16)> = pg
+        .server()
+        .request_log()
+        .records()
+        .into_iter()
+        .filter(|rec| rec.resource == "pods/proxy" && rec.verb == "create" && rec.path.contains("/proxy/defrag"))
+        .map(|rec| {
+            let pod = rec.path.split("/pods/").nth(1).unwrap().split(':').next().unwrap().to_string();
+            (pod, rec.code)
+        })
+        .collect();
+    assert_eq!(defrags.len(), n as usize, "{defrags:?}");
+    assert!(defrags.iter().all(|(_, code)| *code == 200), "{defrags:?}");
+    let mut pods: Vec<&str> = defrags.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(pods.last().copied(), Some(leader.as_str()), "leader last: {defrags:?}");
+    pods.sort();
+    let expected: Vec<String> = (0..n).map(|i| format!("{}-{i}", pg.etcd_name())).collect();
+    assert_eq!(pods, expected.iter().map(String::as_str).collect::<Vec<_>>());
+    // ... and every member's database actually shrank.
+    for i in 0..n {
+        let after = pg.etcd_client(&ns, i).unwrap().status().await.unwrap().db_size;
+        assert!(after < before[i as usize], "member {i} defragmented: {after} < {}", before[i as usize]);
+    }
+    pg.down().await;
+}

@@ -81,7 +81,7 @@ pub fn serve_rules() -> Vec<PolicyRule> {
         rule(&["coordination.k8s.io"], &["leases"], &["get", "list", "watch", "create", "update", "patch", "delete"]),
         rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
         rule(&[""], &["pods", "persistentvolumeclaims"], READ),
-        rule(&[""], &["services/proxy"], &["get", "create"]),
+        rule(&[""], &["services/proxy", "pods/proxy"], &["get", "create"]),
         rule(&["apps"], &["statefulsets"], READ),
         rule(&["batch"], &["jobs"], &["get", "list", "watch", "create", "delete"]),
         rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews"], &["create"]),

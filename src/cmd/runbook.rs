@@ -1,4 +1,4 @@
-//! `runbook list|quorum-loss-recovery|member-restore`: guided runbooks. This file parses flags, draws the plan,
+//! `runbook list|quorum-loss-recovery|member-restore|cert-renewal|machine-replacement`: guided runbooks. This file parses flags, draws the plan,
 //! progress and summary, and asks the confirmations; the engine is `druidctl::runbook`.
 
 use std::io::{IsTerminal, Write};
@@ -9,9 +9,10 @@ use clap::{Args, Subcommand};
 use clap_complete::engine::ArgValueCompleter;
 use druidctl::kube::ClusterError;
 use druidctl::kube::annotate::AnnotateError;
+use druidctl::machines::{MachineError, MachineTarget, delete as machine_ops};
 use druidctl::output::OutputFormat;
 use druidctl::output::progress::{PromptError, confirm, confirm_by_typing};
-use druidctl::runbook::catalog::{ALL, MEMBER_RESTORE, QUORUM_LOSS_RECOVERY};
+use druidctl::runbook::catalog::{ALL, CERT_RENEWAL, MACHINE_REPLACEMENT, MEMBER_RESTORE, QUORUM_LOSS_RECOVERY};
 use druidctl::runbook::engine::{Event, Outcome, RunOptions, RunbookError, Summary};
 use druidctl::runbook::{Operator, Runbook};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,6 +38,10 @@ pub enum RunbookCommand {
     QuorumLossRecovery(QuorumLossArgs),
     /// Restore one failed member of a quorate multi-member Etcd: it restarts empty and rejoins as a learner.
     MemberRestore(MemberRestoreArgs),
+    /// Renew the Etcd's certificates, then restart its members one at a time, followers first, leader last.
+    CertRenewal(CertRenewalArgs),
+    /// Replace the machine behind a node hosting Etcd members (MCM), refusing when any Etcd would lose quorum.
+    MachineReplacement(MachineReplacementArgs),
 }
 
 /// Flags every runbook takes.
@@ -84,29 +89,197 @@ pub struct MemberRestoreArgs {
     pub flags: RunFlags,
 }
 
+/// Arguments of `runbook cert-renewal`.
+#[derive(Debug, Args)]
+pub struct CertRenewalArgs {
+    /// The Etcd: NAME or NAMESPACE/NAME.
+    #[arg(value_name = "ETCD", add = ArgValueCompleter::new(super::completion::etcd_names))]
+    pub etcd: String,
+    /// Runbook flags.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// Arguments of `runbook machine-replacement`.
+#[derive(Debug, Args)]
+pub struct MachineReplacementArgs {
+    /// The Machine (in the namespace of -n).
+    #[arg(value_name = "MACHINE", required_unless_present = "node", conflicts_with = "node")]
+    pub machine: Option<String>,
+    /// The Node whose Machine to replace.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Skip the drain (label force-deletion: "True"; PodDisruptionBudgets are not respected).
+    #[arg(long)]
+    pub force: bool,
+    /// The Etcd (NAME or NAMESPACE/NAME) whose members the runbook waits for; needed only when members of
+    /// several Etcds run on the node.
+    #[arg(long, value_name = "ETCD", add = ArgValueCompleter::new(super::completion::etcd_names))]
+    pub etcd: Option<String>,
+    /// Runbook flags.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// What a runbook runs against, before it is resolved in the cluster.
+enum Target {
+    /// An Etcd (NAME or NAMESPACE/NAME), with the member for member restore.
+    Etcd { etcd: String, member: Option<String> },
+    /// A machine or node; the Etcd is the one whose members run there (or `--etcd`).
+    Machine { target: MachineTarget, force: bool, etcd: Option<String> },
+}
+
+/// Splits NAME or NAMESPACE/NAME, checking it against -n.
+fn etcd_key(ctx: &Context, etcd: &str, default_ns: &str) -> Result<(String, String), druidctl::kube::UsageError> {
+    match etcd.split_once('/') {
+        Some((ns, name)) => {
+            if let Some(n) = &ctx.global.namespace
+                && n != ns
+            {
+                return Err(druidctl::kube::UsageError(format!("{etcd:?} names namespace {ns:?} but -n says {n:?}")));
+            }
+            Ok((ns.to_string(), name.to_string()))
+        }
+        None => Ok((ctx.global.namespace.clone().unwrap_or(default_ns.to_string()), etcd.to_string())),
+    }
+}
+
+/// Whether an unfinished task of `rb` with `config` exists for the Etcd (a run to resume after its machine is gone).
+async fn has_unfinished(client: &kube::Client, rb: &Runbook, ns: &str, etcd: &str, config: &str) -> bool {
+    let api: kube::Api<druidctl::api::EtcdOperatorTask> = kube::Api::namespaced(client.clone(), ns);
+    let Ok(list) = api.list(&kube::api::ListParams::default()).await else { return false };
+    list.items.iter().any(|t| {
+        t.spec.type_ == rb.task_type
+            && t.targets(ns, etcd)
+            && !t.state().is_terminal()
+            && t.spec.config.as_deref().map(str::trim) == Some(config.trim())
+    })
+}
+
+/// Resolves a machine-replacement target: the Etcd whose members run on the node, the task config, and the
+/// arguments that name the run again (for the resume command).
+async fn resolve_machine(
+    ctx: &Context,
+    client: &kube::Client,
+    default_ns: &str,
+    target: &MachineTarget,
+    force: bool,
+    etcd: Option<&str>,
+) -> anyhow::Result<(String, String, String, String)> {
+    let raw = match target {
+        MachineTarget::Machine(m) | MachineTarget::Node(m) => m,
+    };
+    druidctl::kube::target::validate_dns_subdomain(raw).map_err(|e| druidctl::kube::UsageError(format!("invalid name {raw:?}: {e}")))?;
+    let machine_ns = ctx.global.namespace.clone().unwrap_or(default_ns.to_string());
+    let config_for = |etcd_ns: &str| {
+        let mut c = match target {
+            MachineTarget::Machine(m) => format!("machine: {m}\n"),
+            MachineTarget::Node(n) => format!("node: {n}\n"),
+        };
+        if force {
+            c.push_str("force: true\n");
+        }
+        if etcd_ns != machine_ns {
+            c.push_str(&format!("namespace: {machine_ns}\n"));
+        }
+        c
+    };
+    let given = etcd.map(|e| match e.split_once('/') {
+        Some((ns, name)) => (ns.to_string(), name.to_string()),
+        None => (machine_ns.clone(), e.to_string()),
+    });
+    let plan = match machine_ops::inspect(client, &machine_ns, target, force).await {
+        Ok(p) => Some(p),
+        Err(MachineError::Cluster(c)) => match (&c, &given) {
+            // The machine is gone because an earlier run deleted it: continue that run.
+            (ClusterError::NotFound { .. }, Some((ns, name))) if has_unfinished(client, &MACHINE_REPLACEMENT, ns, name, &config_for(ns)).await => None,
+            _ => return Err(c.into()),
+        },
+        Err(refused @ MachineError::WouldLoseQuorum(_)) => return Err(AnnotateError::Rejected(refused.to_string()).into()),
+    };
+    let (etcd_ns, etcd_name) = match (given, &plan) {
+        (Some(g), _) => g,
+        (None, Some(p)) => match p.impact.etcds.as_slice() {
+            [one] => (one.namespace.clone(), one.etcd.clone()),
+            [] => {
+                return Err(AnnotateError::Rejected(format!(
+                    "no etcd member runs on node {}; use `{} machine delete` to replace it",
+                    p.node.clone().unwrap_or_else(|| "(none yet)".into()),
+                    druidctl::output::command_name()
+                ))
+                .into());
+            }
+            many => {
+                let names: Vec<String> = many.iter().map(|e| format!("{}/{}", e.namespace, e.etcd)).collect();
+                return Err(druidctl::kube::UsageError(format!("members of several etcds run on the node ({}); choose one with --etcd", names.join(", "))).into());
+            }
+        },
+        (None, None) => unreachable!("without --etcd the target was inspected"),
+    };
+    if let Some(p) = &plan
+        && !p.impact.etcds.iter().any(|e| e.namespace == etcd_ns && e.etcd == etcd_name)
+    {
+        return Err(AnnotateError::Rejected(format!(
+            "no member of etcd {etcd_ns}/{etcd_name} runs on node {}",
+            p.node.clone().unwrap_or_else(|| "(none yet)".into())
+        ))
+        .into());
+    }
+    if let Some(p) = &plan
+        && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide)
+    {
+        for l in p.describe() {
+            println!("{l}");
+        }
+    }
+    let mut args = format!("-n {machine_ns} ");
+    match target {
+        MachineTarget::Machine(m) => args.push_str(m),
+        MachineTarget::Node(n) => args.push_str(&format!("--node {n}")),
+    }
+    if force {
+        args.push_str(" --force");
+    }
+    args.push_str(&format!(" --etcd {etcd_ns}/{etcd_name}"));
+    let config = config_for(&etcd_ns);
+    Ok((etcd_ns, etcd_name, config, args))
+}
+
 /// Runs `runbook …` (its own runtime, so Ctrl-C stops at a safe point instead of dropping the run).
 pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
-    let (rb, etcd, member, flags) = match args.command {
+    let (rb, target, flags) = match args.command {
         RunbookCommand::List => return list(ctx),
-        RunbookCommand::QuorumLossRecovery(a) => (QUORUM_LOSS_RECOVERY, a.etcd, None, a.flags),
-        RunbookCommand::MemberRestore(a) => (MEMBER_RESTORE, a.etcd, Some(a.member), a.flags),
+        RunbookCommand::QuorumLossRecovery(a) => (QUORUM_LOSS_RECOVERY, Target::Etcd { etcd: a.etcd, member: None }, a.flags),
+        RunbookCommand::MemberRestore(a) => (MEMBER_RESTORE, Target::Etcd { etcd: a.etcd, member: Some(a.member) }, a.flags),
+        RunbookCommand::CertRenewal(a) => (CERT_RENEWAL, Target::Etcd { etcd: a.etcd, member: None }, a.flags),
+        RunbookCommand::MachineReplacement(a) => {
+            let target = match (a.machine, a.node) {
+                (Some(m), _) => MachineTarget::Machine(m),
+                (None, Some(n)) => MachineTarget::Node(n),
+                (None, None) => unreachable!("clap requires one"),
+            };
+            (MACHINE_REPLACEMENT, Target::Machine { target, force: a.force, etcd: a.etcd }, a.flags)
+        }
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let cluster = ctx.connect().await?;
-        let (ns, name) = match etcd.split_once('/') {
-            Some((ns, name)) => {
-                if let Some(n) = &ctx.global.namespace
-                    && n != ns
-                {
-                    return Err(druidctl::kube::UsageError(format!("{etcd:?} names namespace {ns:?} but -n says {n:?}")).into());
+        let (ns, name, config, args) = match &target {
+            Target::Etcd { etcd, member } => {
+                let (ns, name) = etcd_key(ctx, etcd, &cluster.namespace)?;
+                let mut args = format!("-n {ns} {name}");
+                if let Some(m) = member {
+                    args.push_str(&format!(" {m}"));
                 }
-                (ns.to_string(), name.to_string())
+                (ns, name, member.as_deref().map(druidctl::tasks::member_restore::config_for), args)
             }
-            None => (ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone()), etcd.clone()),
+            Target::Machine { target, force, etcd } => {
+                let (ns, name, config, args) = resolve_machine(ctx, &cluster.client, &cluster.namespace, target, *force, etcd.as_deref()).await?;
+                (ns, name, Some(config), args)
+            }
         };
         let mut o = RunOptions::new(&ns, &name);
-        o.config = member.as_deref().map(druidctl::tasks::member_restore::config_for);
+        o.config = config;
         o.yes = flags.yes;
         o.plan_only = flags.plan;
         o.resume_only = flags.resume;
@@ -116,7 +289,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
         if let Ok(v) = std::env::var("DRUIDCTL_RUNBOOK_LEASE") {
             o.lease_duration = super::parse_duration(&v).map_err(druidctl::kube::UsageError)?;
         }
-        o.resume_command = resume_command(ctx, &rb, &ns, &name, member.as_deref(), flags.yes);
+        o.resume_command = resume_command(ctx, &rb, &args, flags.yes);
         let stop = CancellationToken::new();
         let stopper = {
             let stop = stop.clone();
@@ -157,7 +330,7 @@ pub fn to_cli_error(e: RunbookError) -> anyhow::Error {
     }
 }
 
-fn resume_command(ctx: &Context, rb: &Runbook, ns: &str, etcd: &str, member: Option<&str>, yes: bool) -> String {
+fn resume_command(ctx: &Context, rb: &Runbook, args: &str, yes: bool) -> String {
     let mut s = format!("{} runbook {}", druidctl::output::command_name(), rb.name);
     if let Some(k) = &ctx.global.kubeconfig {
         s.push_str(&format!(" --kubeconfig {}", k.display()));
@@ -165,10 +338,7 @@ fn resume_command(ctx: &Context, rb: &Runbook, ns: &str, etcd: &str, member: Opt
     if let Some(c) = &ctx.global.context {
         s.push_str(&format!(" --context {c}"));
     }
-    s.push_str(&format!(" -n {ns} {etcd}"));
-    if let Some(m) = member {
-        s.push_str(&format!(" {m}"));
-    }
+    s.push_str(&format!(" {args}"));
     s.push_str(" --resume");
     if yes {
         s.push_str(" --yes");

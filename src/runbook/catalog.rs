@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use super::rbac::Access;
 use crate::api::task::types;
+use crate::tasks::cert_renewal::CertificateRenewal;
+use crate::tasks::machine_deletion::MachineForceDeletion;
 use crate::tasks::member_restore::SingleMemberRestore;
 use crate::tasks::quorum_loss::QuorumLossRecovery;
 use crate::tasks::{Registry, TaskKind};
@@ -16,6 +18,10 @@ pub enum RunbookId {
     QuorumLossRecovery,
     /// Restore of one failed member.
     MemberRestore,
+    /// Certificate renewal with a rolling restart, leader last.
+    CertificateRenewal,
+    /// Replacement of the machine behind a node hosting members.
+    MachineReplacement,
 }
 
 /// A runbook definition.
@@ -80,8 +86,46 @@ pub const MEMBER_RESTORE: Runbook = Runbook {
     needs_backup: false,
 };
 
+/// Certificate renewal: renew, wait for the new revisions, restart the members one at a time, leader last.
+pub const CERT_RENEWAL: Runbook = Runbook {
+    id: RunbookId::CertificateRenewal,
+    name: "cert-renewal",
+    task_type: types::CERTIFICATE_RENEWAL,
+    summary: "renew every certificate behind the etcd's TLS secrets, then restart its members one at a time, followers first and the leader last",
+    when: "A certificate of the etcd (CA, server, client or peer) is about to expire or was compromised, and the members must load new ones. etcd only reads its certificates on start, so each member is restarted, one at a time, keeping quorum.",
+    refuses: &[
+        "the cluster has no quorum",
+        "a member is not ready (restarting another one could lose quorum)",
+        "no Certificate behind the etcd's TLS secrets is found",
+        "any API call of the plan is forbidden by RBAC (SelfSubjectAccessReview pre-flight)",
+    ],
+    data_loss: "Nothing: members restart one at a time with their volumes, and the next one only after the restarted one is ready and the cluster is quorate. When issuing a certificate fails, no member is restarted.",
+    source: "cert-manager `cmctl renew` (Issuing condition, reason ManuallyTriggered) and etcd-druid's rolling update order (leader last)",
+    needs_backup: false,
+};
+
+/// Machine replacement: blast-radius check, MCM deletion, wait for the new node and the members.
+pub const MACHINE_REPLACEMENT: Runbook = Runbook {
+    id: RunbookId::MachineReplacement,
+    name: "machine-replacement",
+    task_type: types::MACHINE_FORCE_DELETION,
+    summary: "replace the machine behind a node that hosts etcd members, refusing when any etcd would lose quorum, and wait until the members are ready again",
+    when: "A node hosting etcd members is broken or must be recycled (kernel, hardware, stuck kubelet) and machine-controller-manager should replace its machine.",
+    refuses: &[
+        "the machine or node does not exist",
+        "no etcd member runs on the node (use `druidctl machine delete`)",
+        "the etcd has no quorum",
+        "removing the node would cost any etcd its quorum (checked again right before the deletion)",
+        "no terminal and no --yes (the deletion needs confirmation)",
+        "any API call of the plan is forbidden by RBAC (SelfSubjectAccessReview pre-flight)",
+    ],
+    data_loss: "Nothing the cluster agreed on: the members on the node restart elsewhere and catch up from the leader. With --force the drain is skipped (PodDisruptionBudgets are not respected).",
+    source: "machine-controller-manager FAQ, \"How can I force delete a machine?\" (force-deletion label, trigger-deletion-by-mcm annotation)",
+    needs_backup: false,
+};
+
 /// Every runbook, in `runbook list` order.
-pub const ALL: [Runbook; 2] = [QUORUM_LOSS_RECOVERY, MEMBER_RESTORE];
+pub const ALL: [Runbook; 4] = [QUORUM_LOSS_RECOVERY, MEMBER_RESTORE, CERT_RENEWAL, MACHINE_REPLACEMENT];
 
 impl Runbook {
     /// The runbook called `name`.
@@ -94,6 +138,8 @@ impl Runbook {
         match self.id {
             RunbookId::QuorumLossRecovery => Arc::new(QuorumLossRecovery),
             RunbookId::MemberRestore => Arc::new(SingleMemberRestore),
+            RunbookId::CertificateRenewal => Arc::new(CertificateRenewal),
+            RunbookId::MachineReplacement => Arc::new(MachineForceDeletion),
         }
     }
 
@@ -127,6 +173,24 @@ impl Runbook {
                 Access::new("get", "", "persistentvolumeclaims"),
                 Access::new("delete", "", "persistentvolumeclaims"),
                 Access::new("delete", "", "pods"),
+            ]),
+            RunbookId::CertificateRenewal => a.extend([
+                Access::new("list", "cert-manager.io", "certificates"),
+                Access::new("get", "cert-manager.io", "certificates"),
+                Access::sub("update", "cert-manager.io", "certificates", "status"),
+                Access::new("delete", "", "pods"),
+            ]),
+            RunbookId::MachineReplacement => a.extend([
+                Access::new("get", "machine.sapcloud.io", "machines"),
+                Access::new("list", "machine.sapcloud.io", "machines"),
+                Access::new("patch", "machine.sapcloud.io", "machines"),
+                Access::new("delete", "machine.sapcloud.io", "machines"),
+                Access::new("get", "", "nodes"),
+                Access::new("list", "", "nodes"),
+                Access::new("patch", "", "nodes"),
+                Access::new("list", "", "pods"),
+                Access::new("list", "policy", "poddisruptionbudgets"),
+                Access::new("list", "druid.gardener.cloud", "etcds"),
             ]),
         }
         a

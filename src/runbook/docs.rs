@@ -20,6 +20,8 @@ fn usage(rb: &Runbook) -> &'static str {
     match rb.id {
         RunbookId::QuorumLossRecovery => "druidctl runbook quorum-loss-recovery -n shoot--project--cluster etcd-main",
         RunbookId::MemberRestore => "druidctl runbook member-restore -n shoot--project--cluster etcd-main etcd-main-2",
+        RunbookId::CertificateRenewal => "druidctl runbook cert-renewal -n shoot--project--cluster etcd-main",
+        RunbookId::MachineReplacement => "druidctl runbook machine-replacement -n shoot--project--cluster shoot--project--cluster-worker-z1-abcde",
     }
 }
 
@@ -27,6 +29,8 @@ fn example_config(rb: &Runbook) -> Option<String> {
     match rb.id {
         RunbookId::QuorumLossRecovery => None,
         RunbookId::MemberRestore => Some(crate::tasks::member_restore::config_for("etcd-main-2")),
+        RunbookId::CertificateRenewal => None,
+        RunbookId::MachineReplacement => Some("machine: shoot--project--cluster-worker-z1-abcde".into()),
     }
 }
 

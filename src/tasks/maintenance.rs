@@ -194,12 +194,9 @@ impl Step for Defragment {
                     unready.join(", ")
                 )));
             }
-            let is_leader = etcd
-                .status
-                .as_ref()
-                .is_some_and(|s| s.members.iter().any(|m| m.name == self.member.name && m.role.as_deref() == Some("Leader")));
-            let target = if is_leader { Target::Leader } else { Target::Member(self.member.pod.clone()) };
-            post(&cx.client, &etcd, &target, "defrag").await?;
+            // Always this member's own sidecar (pod proxy), the leader too: the client service follows
+            // leadership, which may have moved since the order was computed.
+            post(&cx.client, &etcd, &Target::Member(self.member.pod.clone()), "defrag").await?;
             cx.record(&self.key(), Value::Bool(true)).await
         }
         .boxed()

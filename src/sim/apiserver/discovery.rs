@@ -132,7 +132,7 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
             "log" => ("Pod", json!(["get"])),
             "eviction" => ("Eviction", json!(["create"])),
             "proxy" => (
-                "ServiceProxyOptions",
+                if t.plural == "pods" { "PodProxyOptions" } else { "ServiceProxyOptions" },
                 json!(["create", "delete", "get", "patch", "update"]),
             ),
             _ => ("", json!(["get"])),

@@ -116,6 +116,7 @@ pub(crate) struct Inner {
     users: RwLock<HashMap<String, UserInfo>>,
     hooks: RwLock<Vec<Arc<dyn AdmissionHook>>>,
     backends: RwLock<HashMap<(String, String, String), SocketAddr>>,
+    pod_backends: RwLock<HashMap<(String, String, String), SocketAddr>>,
     faults: FaultInjector,
     log: RequestLog,
     /// Bumped by `restart`: every watch and HTTP connection ends.
@@ -162,6 +163,7 @@ impl ApiServer {
                 users: RwLock::new(HashMap::new()),
                 hooks: RwLock::new(Vec::new()),
                 backends: RwLock::new(HashMap::new()),
+                pod_backends: RwLock::new(HashMap::new()),
                 faults: FaultInjector::default(),
                 log: RequestLog::default(),
                 epoch,
@@ -314,6 +316,16 @@ impl ApiServer {
             .write()
             .unwrap()
             .insert((namespace.into(), service.into(), port.to_string()), target);
+    }
+
+    /// Makes `/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/...` forward to `target` (replaces any earlier one).
+    pub fn register_pod_backend(&self, namespace: &str, pod: &str, port: u16, target: SocketAddr) {
+        self.inner.pod_backends.write().unwrap().insert((namespace.into(), pod.into(), port.to_string()), target);
+    }
+
+    /// Forgets the pod proxy backend of `namespace/pod:port` (requests then get 503, like a pod without an IP).
+    pub fn unregister_pod_backend(&self, namespace: &str, pod: &str, port: u16) {
+        self.inner.pod_backends.write().unwrap().remove(&(namespace.to_string(), pod.to_string(), port.to_string()));
     }
 
     /// Reads an object straight from the store (no RBAC, no request log). `kind_plural` is the resource.

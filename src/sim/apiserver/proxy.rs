@@ -1,5 +1,7 @@
-//! The service proxy: `/api/v1/namespaces/N/services/NAME[:PORT]/proxy/PATH` forwarded to a loopback
-//! backend registered with [`ApiServer::register_service_backend`].
+//! The service and pod proxies: `/api/v1/namespaces/N/services/NAME[:PORT]/proxy/PATH` and
+//! `/api/v1/namespaces/N/pods/NAME[:PORT]/proxy/PATH` forwarded to a loopback backend registered with
+//! [`ApiServer::register_service_backend`] / [`ApiServer::register_pod_backend`]. Authorization is the
+//! generic one (`services/proxy` or `pods/proxy`, verb from the HTTP method).
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -11,7 +13,7 @@ use super::ApiServer;
 use super::rest::{Body, ResInfo, error_response, full};
 use super::status::{ApiError, ResourceName};
 
-/// Forwards one proxied request.
+/// Forwards one proxied request (services or pods).
 pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -> Response<Body> {
     let ns = info.namespace.clone().unwrap_or_default();
     let raw = info.name.clone().unwrap_or_default();
@@ -19,6 +21,9 @@ pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -
         Some((s, p)) => (s.to_string(), p.to_string()),
         None => (raw.clone(), String::new()),
     };
+    if info.resource == "pods" {
+        return forward_pod(server, req, info, &ns, &svc, &port).await;
+    }
     let Some(svc_obj) = server.get_object("v1", "services", Some(&ns), &svc) else {
         return error_response(&ApiError::not_found(
             &ResourceName {
@@ -64,6 +69,47 @@ pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -
             format!("no endpoints available for service \"{raw}\""),
         ));
     };
+    send(req, info, target).await
+}
+
+/// The pod proxy: the pod must exist (404), a named port resolves through its containers' ports, and a
+/// pod without a registered backend answers 503 like a pod kube cannot dial.
+async fn forward_pod(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo, ns: &str, pod: &str, port: &str) -> Response<Body> {
+    let Some(pod_obj) = server.get_object("v1", "pods", Some(ns), pod) else {
+        return error_response(&ApiError::not_found(&ResourceName { group: "", resource: "pods" }, pod));
+    };
+    let port = if !port.is_empty() && port.parse::<u16>().is_err() {
+        let containers = pod_obj.pointer("/spec/containers").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+        containers
+            .iter()
+            .filter_map(|c| c.get("ports").and_then(|p| p.as_array()))
+            .flatten()
+            .find(|p| p.get("name").and_then(|n| n.as_str()) == Some(port))
+            .and_then(|p| p.get("containerPort").and_then(|n| n.as_i64()))
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| port.to_string())
+    } else {
+        port.to_string()
+    };
+    let target = {
+        let b = server.inner.pod_backends.read().unwrap();
+        b.get(&(ns.to_string(), pod.to_string(), port.clone())).copied().or_else(|| {
+            if port.is_empty() { b.iter().find(|((n, p, _), _)| n == ns && p == pod).map(|(_, a)| *a) } else { None }
+        })
+    };
+    let Some(target) = target else {
+        let shown = if port.is_empty() { pod.to_string() } else { format!("{pod}:{port}") };
+        return error_response(&ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("error trying to reach service: no backend for pod \"{shown}\""),
+        ));
+    };
+    send(req, info, target).await
+}
+
+/// Sends the request to `target` and relays the answer (503 when the backend cannot be reached).
+async fn send(req: &Request<Bytes>, info: &ResInfo, target: std::net::SocketAddr) -> Response<Body> {
     let q = req
         .uri()
         .query()
@@ -93,5 +139,79 @@ pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -
             "ServiceUnavailable",
             format!("error trying to reach service: {e}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ApiServer;
+    use serde_json::json;
+
+    async fn echo_backend() -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let n = sock.read(&mut buf).await.unwrap_or(0);
+                let line = String::from_utf8_lossy(&buf[..n]).lines().next().unwrap_or_default().to_string();
+                let body = format!("pod saw {line}");
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                let _ = sock.write_all(format!("{head}{body}").as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    async fn send(client: &kube::Client, method: http::Method, uri: &str) -> Result<String, u16> {
+        let req = http::Request::builder().method(method).uri(uri).body(Vec::new()).unwrap();
+        client.request_text(req).await.map_err(|e| match e {
+            kube::Error::Api(s) => s.code,
+            other => panic!("{other}"),
+        })
+    }
+
+    #[tokio::test]
+    async fn pod_proxy_forwards_to_the_pod_backend_with_pods_proxy_rbac_and_kube_error_shapes() {
+        let server = ApiServer::new();
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(server.client(), "default");
+        let pod = json!({"metadata": {"name": "etcd-main-0"}, "spec": {"containers": [
+            {"name": "backup-restore", "image": "br", "ports": [{"name": "server", "containerPort": 8080}]}]}});
+        pods.create(&Default::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+        let admin = server.client();
+        let uri = "/api/v1/namespaces/default/pods/etcd-main-0:8080/proxy/defrag?x=1";
+        assert_eq!(send(&admin, http::Method::GET, "/api/v1/namespaces/default/pods/nope:8080/proxy/defrag").await, Err(404));
+        assert_eq!(send(&admin, http::Method::POST, uri).await, Err(503), "no backend yet");
+        server.register_pod_backend("default", "etcd-main-0", 8080, echo_backend().await);
+        assert_eq!(send(&admin, http::Method::POST, uri).await.unwrap(), "pod saw POST /defrag?x=1 HTTP/1.1");
+        let named = "/api/v1/namespaces/default/pods/etcd-main-0:server/proxy/healthz";
+        assert_eq!(send(&admin, http::Method::GET, named).await.unwrap(), "pod saw GET /healthz HTTP/1.1", "named port");
+
+        // RBAC: `pods/proxy` with the verb of the method (POST → create, GET → get); `pods` alone is not enough.
+        server.add_user("reader", &[]);
+        server.add_user("proxier", &[]);
+        let rbac = |kind: &str, body: serde_json::Value| {
+            let req = http::Request::post(format!("/apis/rbac.authorization.k8s.io/v1/namespaces/default/{kind}"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&body).unwrap())
+                .unwrap();
+            let c = server.client();
+            async move { c.request_text(req).await.unwrap() }
+        };
+        rbac("roles", json!({"metadata": {"name": "read"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "create"]}]})).await;
+        rbac("roles", json!({"metadata": {"name": "proxy"}, "rules": [{"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["create"]}]})).await;
+        for (user, role) in [("reader", "read"), ("proxier", "proxy")] {
+            rbac("rolebindings", json!({"metadata": {"name": user}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]})).await;
+        }
+        assert_eq!(send(&server.client_for("reader"), http::Method::POST, uri).await, Err(403));
+        let proxier = server.client_for("proxier");
+        assert_eq!(send(&proxier, http::Method::POST, uri).await.unwrap(), "pod saw POST /defrag?x=1 HTTP/1.1");
+        assert_eq!(send(&proxier, http::Method::GET, uri).await, Err(403), "GET needs get on pods/proxy");
+        assert_eq!(server.request_log().count_code("create", "pods/proxy", 200), 2);
+
+        server.unregister_pod_backend("default", "etcd-main-0", 8080);
+        assert_eq!(send(&admin, http::Method::POST, uri).await, Err(503));
     }
 }

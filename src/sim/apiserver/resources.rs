@@ -567,7 +567,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
         match r.plural.as_str() {
             "pods" => {
                 r.categories = vec!["all".into()];
-                r.extra_subresources = vec!["log".into(), "eviction".into()];
+                r.extra_subresources = vec!["log".into(), "eviction".into(), "proxy".into()];
             }
             "services" => {
                 r.categories = vec!["all".into()];

@@ -141,6 +141,8 @@ impl MemberRuntime {
         let http = tokio::spawn(serve_http(Arc::downgrade(&rt), listener));
         let looping = tokio::spawn(member_loop(Arc::downgrade(&rt)));
         rt.tasks.lock().expect("tasks").extend([http, looping]);
+        // The pod proxy (`pods/<pod>:8080/proxy/...`) reaches this sidecar; a new runtime re-registers its address.
+        if let Some(r) = &ctx.registrar { r(ns, &format!("pods/{pod}"), BACKUP_PORT, rt.backup_addr) }
         Ok(rt)
     }
 

@@ -87,8 +87,9 @@ impl LandscapeError {
     }
 }
 
-/// Registers a loopback backend for `namespace/service:port` in the API server's service proxy
-/// (the embedded server's `register_service_backend`; a real API server needs none).
+/// Registers a loopback backend for `namespace/service:port` in the API server's service proxy, or for
+/// `namespace/pods/<pod>:port` in its pod proxy (the embedded server's `register_service_backend` /
+/// `register_pod_backend`; a real API server needs none).
 pub type BackendRegistrar = Arc<dyn Fn(&str, &str, u16, SocketAddr) + Send + Sync>;
 
 /// Tunables of the landscape.

@@ -222,7 +222,10 @@ impl Playground {
         };
         let reg_server = server.clone();
         let registrar: BackendRegistrar = Arc::new(move |ns: &str, svc: &str, port: u16, addr: SocketAddr| {
-            reg_server.register_service_backend(ns, svc, port, addr)
+            match svc.strip_prefix("pods/") {
+                Some(pod) => reg_server.register_pod_backend(ns, pod, port, addr),
+                None => reg_server.register_service_backend(ns, svc, port, addr),
+            }
         });
         let landscape = Landscape::start(clients, lopts, Some(registrar))?;
         Ok(Playground { server, endpoint, landscape: Some(landscape), opts, namespaces, kubeconfig })
