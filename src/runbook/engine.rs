@@ -367,6 +367,57 @@ pub fn resume_index(names: &[String], last: Option<&LastOperation>) -> usize {
     }
 }
 
+/// Test-only kill points (hidden, like `DRUIDCTL_RUNBOOK_LEASE`): `DRUIDCTL_RUNBOOK_ABORT_AT=<step>:<phase>`
+/// (1-based step index, as in the plan) makes the process kill itself with SIGKILL — nothing flushed,
+/// no lease released, no journal written — when that point is reached. The kill-matrix test uses it to
+/// cut a run at every step boundary and in the middle of every step. Not an operator feature.
+pub const ABORT_AT_ENV: &str = "DRUIDCTL_RUNBOOK_ABORT_AT";
+
+/// Where in a step a test-only kill point cuts the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillPhase {
+    /// Boundary before the step: marked in progress in the journal, nothing acted yet (before `check`).
+    BeforeAct,
+    /// In the middle of the step: acted (or found already done), not yet verified nor journaled complete.
+    AfterAct,
+    /// Boundary after the step: its completion is journaled.
+    AfterJournal,
+}
+
+impl KillPhase {
+    /// Every phase, in the order a step reaches them.
+    pub const ALL: [KillPhase; 3] = [KillPhase::BeforeAct, KillPhase::AfterAct, KillPhase::AfterJournal];
+
+    /// The name used in [`ABORT_AT_ENV`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KillPhase::BeforeAct => "before-act",
+            KillPhase::AfterAct => "after-act",
+            KillPhase::AfterJournal => "after-journal",
+        }
+    }
+}
+
+/// Parses a kill point `<step-index>:<phase>` (1-based index).
+pub fn parse_kill_point(s: &str) -> Option<(usize, KillPhase)> {
+    let (i, p) = s.trim().split_once(':')?;
+    let phase = KillPhase::ALL.into_iter().find(|k| k.as_str() == p.trim())?;
+    Some((i.trim().parse().ok().filter(|i| *i > 0)?, phase))
+}
+
+/// Kills the process (SIGKILL) when the test-only kill point `(index, phase)` is the configured one.
+fn kill_point(index: usize, phase: KillPhase) {
+    static AT: std::sync::OnceLock<Option<(usize, KillPhase)>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| std::env::var(ABORT_AT_ENV).ok().and_then(|v| parse_kill_point(&v)));
+    if *at == Some((index, phase)) {
+        // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        std::process::abort();
+    }
+}
+
 fn journal_key(step: &str) -> String {
     format!("step/{step}")
 }
@@ -623,8 +674,9 @@ async fn execute(
             let d = step.description();
             handle.update_as_executor(|s| s.last_operation = Some(operation(&name, OperationState::InProgress, d.clone()))).await.map_err(journal_err)?;
         }
+        kill_point(i + 1, KillPhase::BeforeAct);
         let mut waited = Duration::ZERO;
-        let outcome = run_step(step.as_ref(), &cx, op, o, etcd, halt, prompt_time, &mut waited).await;
+        let outcome = run_step(i + 1, step.as_ref(), &cx, op, o, etcd, halt, prompt_time, &mut waited).await;
         waited_total += waited;
         match outcome {
             Ok(Some(how)) => {
@@ -637,6 +689,7 @@ async fn execute(
                     resume: o.resume_command.clone(),
                 })?;
                 handle.update_as_executor(|s| s.last_operation = Some(operation(&name, OperationState::Completed, how))).await.map_err(journal_err)?;
+                kill_point(i + 1, KillPhase::AfterJournal);
                 let t = StepTiming {
                     name: name.clone(),
                     how: how.into(),
@@ -699,6 +752,7 @@ enum StepFailure {
 /// check → (confirm) → act → verify; `Ok(None)` when stopped at a safe point.
 #[allow(clippy::too_many_arguments)]
 async fn run_step(
+    index: usize,
     step: &dyn Step,
     cx: &StepContext,
     op: &dyn Operator,
@@ -729,6 +783,7 @@ async fn run_step(
         }
     };
     if already {
+        kill_point(index, KillPhase::AfterAct);
         return Ok(Some("already done"));
     }
     if halt.is_cancelled() {
@@ -752,6 +807,7 @@ async fn run_step(
             }
         }
     }
+    kill_point(index, KillPhase::AfterAct);
     let deadline = Instant::now() + step.timeout();
     let mut last_reason = String::new();
     let mut waiting_since: Option<Instant> = None;
@@ -811,6 +867,16 @@ mod tests {
         assert_eq!(resume_index(&names, Some(&op("B", OperationState::InProgress))), 1);
         assert_eq!(resume_index(&names, Some(&op("B", OperationState::Failed))), 1);
         assert_eq!(resume_index(&names, Some(&op("C", OperationState::Completed))), 3);
+    }
+
+    #[test]
+    fn kill_points_parse_only_a_positive_step_and_a_known_phase() {
+        assert_eq!(parse_kill_point("3:after-act"), Some((3, KillPhase::AfterAct)));
+        assert_eq!(parse_kill_point(" 11:after-journal "), Some((11, KillPhase::AfterJournal)));
+        assert_eq!(parse_kill_point("1:before-act"), Some((1, KillPhase::BeforeAct)));
+        assert_eq!(parse_kill_point("0:before-act"), None);
+        assert_eq!(parse_kill_point("2:during"), None);
+        assert_eq!(parse_kill_point("2"), None);
     }
 
     #[test]

@@ -408,6 +408,15 @@ impl Step for DeletePvcs {
         async move {
             let api: Api<PersistentVolumeClaim> = Api::namespaced(cx.client.clone(), cx.namespace());
             for name in member_pvcs(cx, &self.0).await? {
+                // A claim already terminating (a run killed right after deleting it) is not deleted again.
+                let terminating = api
+                    .get_opt(&name)
+                    .await
+                    .map_err(|e| kube_err(format!("reading persistentvolumeclaim {name}"), e))?
+                    .is_none_or(|p| p.metadata.deletion_timestamp.is_some());
+                if terminating {
+                    continue;
+                }
                 match api.delete(&name, &DeleteParams::default()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
