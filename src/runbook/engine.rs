@@ -418,6 +418,29 @@ fn kill_point(index: usize, phase: KillPhase) {
     }
 }
 
+pub use crate::tasks::quorum_loss::{LAST_KNOWN_GOOD_PREFIX, last_known_good_key};
+
+/// Restores the ConfigMap `step` recorded as last-known-good before it failed permanently.
+/// `Ok(None)` when the step recorded nothing; otherwise what was done, for the task status.
+pub async fn restore_last_known_good(cx: &StepContext, step: &str) -> Result<Option<String>, StepError> {
+    let Some(rec) = cx.journal(&last_known_good_key(step)) else { return Ok(None) };
+    let (Some("ConfigMap"), Some(name)) = (rec["kind"].as_str(), rec["name"].as_str()) else {
+        return Err(StepError::Permanent(format!("the last-known-good copy of step {step} is not a recorded ConfigMap: {rec}")));
+    };
+    let data: std::collections::BTreeMap<String, String> = serde_json::from_value(rec["data"].clone())
+        .map_err(|e| StepError::Permanent(format!("the last-known-good copy of configmap {name} is unreadable: {e}")))?;
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cx.client.clone(), cx.namespace());
+    let mut cm = api.get(name).await.map_err(|e| StepError::from_kube(&format!("reading configmap {name}"), e))?;
+    if cm.data.clone().unwrap_or_default() == data {
+        return Ok(Some(format!("configmap {name} still has its last-known-good content")));
+    }
+    cm.data = Some(data);
+    api.replace(name, &Default::default(), &cm)
+        .await
+        .map_err(|e| StepError::from_kube(&format!("restoring configmap {name}"), e))?;
+    Ok(Some(format!("restored configmap {name} to its last-known-good content recorded before step {step}")))
+}
+
 fn journal_key(step: &str) -> String {
     format!("step/{step}")
 }
@@ -706,7 +729,16 @@ async fn execute(
             }
             Err(StepFailure::Prompt(p)) => return Err(p.into()),
             Err(StepFailure::Step(e)) => {
-                let reason = e.to_string();
+                let mut reason = e.to_string();
+                // Automatic fallback: put back what the step changed, from the copy it journaled before.
+                match restore_last_known_good(&cx, &name).await {
+                    Ok(Some(done)) => {
+                        op.event(&Event::Warning { message: format!("step {name} failed; {done}") });
+                        reason = format!("{reason}; {done}");
+                    }
+                    Ok(None) => {}
+                    Err(r) => reason = format!("{reason}; restoring the last-known-good copy failed too: {r}"),
+                }
                 op.event(&Event::StepFailed { name: name.clone(), error: reason.clone() });
                 // Paused, not failed: re-running continues at this step.
                 let _ = handle

@@ -34,6 +34,15 @@ use crate::api::task::types;
 pub const JOURNAL_CONFIG_MAP: &str = "configMap";
 /// Journal key set once the reconcile was requested.
 pub const JOURNAL_RECONCILE_REQUESTED: &str = "reconcileRequestedAt";
+/// Journal key prefix of a step's last-known-good copy (`lastKnownGood/<step>` = `{kind: "ConfigMap", name, data}`),
+/// recorded by the step before it changes the object; the runbook engine restores it when that step fails permanently.
+pub const LAST_KNOWN_GOOD_PREFIX: &str = "lastKnownGood/";
+
+/// The journal key of `step`'s last-known-good copy.
+pub fn last_known_good_key(step: &str) -> String {
+    format!("{LAST_KNOWN_GOOD_PREFIX}{step}")
+}
+
 /// Key of the etcd configuration inside the ConfigMap.
 pub const ETCD_CONF_KEY: &str = "etcd.conf.yaml";
 
@@ -579,6 +588,13 @@ impl Step for EditInitialCluster {
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
             let (name, conf) = self.current(cx).await?;
+            // The last-known-good copy, restored by the runbook engine if this step fails permanently.
+            let lkg = last_known_good_key(&self.name());
+            if cx.journal(&lkg).is_none()
+                && let Some(rec) = cx.journal(JOURNAL_CONFIG_MAP)
+            {
+                cx.record(&lkg, json!({"kind": "ConfigMap", "name": name, "data": rec["data"]})).await?;
+            }
             let edited = first_member_only(&conf, &self.0.names.pod(0)).ok_or_else(|| {
                 StepError::Permanent(format!("initial-cluster in configmap {name} does not name {}", self.0.names.pod(0)))
             })?;
