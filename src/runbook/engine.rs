@@ -911,6 +911,42 @@ mod tests {
         assert_eq!(parse_kill_point("2"), None);
     }
 
+    #[tokio::test]
+    async fn a_permanently_failed_step_gets_its_recorded_config_map_back() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::api::{Patch, PatchParams, PostParams};
+        let server = crate::sim::apiserver::ApiServer::new();
+        let client = server.client();
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let good = json!({"etcd.conf.yaml": "initial-cluster: a=x,b=y,c=z\n"});
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "etcd-bootstrap"}, "data": good})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+        // The step edited it, then failed.
+        cms.patch("etcd-bootstrap", &PatchParams::default(), &Patch::Merge(&json!({"data": {"etcd.conf.yaml": "initial-cluster: a=x\n", "extra": "1"}})))
+            .await
+            .unwrap();
+        let journal = json!({last_known_good_key("EditInitialCluster"): {"kind": "ConfigMap", "name": "etcd-bootstrap", "data": good}});
+        let task: EtcdOperatorTask = serde_json::from_value(json!({
+            "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "EtcdOperatorTask",
+            "metadata": {"name": "t", "namespace": "default", "annotations": {crate::tasks::step::JOURNAL_ANNOTATION: journal.to_string()}},
+            "spec": {"type": "QuorumLossRecoveryTask", "ownerEtcdRefrence": {"name": "etcd-main", "namespace": "default"}}
+        }))
+        .unwrap();
+        let etcd: Etcd = serde_json::from_value(json!({
+            "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+            "metadata": {"name": "etcd-main", "namespace": "default"}, "spec": {"replicas": 3}
+        }))
+        .unwrap();
+        let cx = StepContext::new(client, task, etcd);
+        assert_eq!(restore_last_known_good(&cx, "ScaleStatefulSetTo0").await.unwrap(), None, "a step without a copy restores nothing");
+        let done = restore_last_known_good(&cx, "EditInitialCluster").await.unwrap().unwrap();
+        assert!(done.contains("restored configmap etcd-bootstrap"), "{done}");
+        let data = cms.get("etcd-bootstrap").await.unwrap().data.unwrap();
+        assert_eq!(serde_json::to_value(&data).unwrap(), good, "the edit and the added key are gone");
+        let again = restore_last_known_good(&cx, "EditInitialCluster").await.unwrap().unwrap();
+        assert!(again.contains("still has its last-known-good content"), "{again}");
+    }
+
     #[test]
     fn events_stream_as_tagged_camel_case_json() {
         let e = Event::StepFinished { name: "DeletePersistentVolumeClaims".into(), how: "done".into(), duration_ms: 12, waited_ms: 3 };

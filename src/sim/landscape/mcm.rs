@@ -219,7 +219,7 @@ async fn set_phase(api: &Api<Machine>, name: &str, phase: &str, op: &str, descri
     let _ = api.patch_status(name, &PatchParams::default(), &Patch::Merge(status)).await;
 }
 
-async fn join_node(client: &Client, ns: &str, machine: &str) -> Result<(), kube::Error> {
+pub(crate) async fn join_node(client: &Client, ns: &str, machine: &str) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     if nodes.get_opt(machine).await?.is_none() {

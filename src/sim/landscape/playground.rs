@@ -195,12 +195,19 @@ impl Playground {
                 "spec": {
                     "replicas": opts.members,
                     "labels": {"role": "main", "gardener.cloud/role": "controlplane"},
-                    "etcd": {"clientPort": 2379, "serverPort": 2380},
+                    // TLS refs for renewal rehearsal only: the member processes keep serving plain HTTP on
+                    // loopback; the Certificates below keep these secrets filled (see `playground_tls`).
+                    "etcd": {"clientPort": 2379, "serverPort": 2380,
+                             "clientUrlTls": {"tlsCASecretRef": {"name": "ca-etcd"}, "serverTLSSecretRef": {"name": "etcd-server"},
+                                              "clientTLSSecretRef": {"name": "etcd-client"}},
+                             "peerUrlTls": {"tlsCASecretRef": {"name": "ca-etcd-peer"}, "serverTLSSecretRef": {"name": "etcd-peer-server"}}},
                     "backup": {"port": 8080, "fullSnapshotSchedule": "0 */24 * * *", "deltaSnapshotPeriod": opts.delta_snapshot_period,
                                "store": {"provider": "Local", "container": "playground", "prefix": format!("{ns}/{}", opts.etcd_name)}},
                 },
             });
             create(&Api::<Etcd>::namespaced(admin.clone(), ns), etcd).await?;
+            playground_tls(&admin, ns, &opts.etcd_name).await?;
+            playground_machines(&admin, ns, opts.members).await?;
             for (name, replicas) in [("kube-apiserver", 1), ("kube-controller-manager", 1), ("machine-controller-manager", 1)] {
                 let d = json!({
                     "apiVersion": "apps/v1", "kind": "Deployment",
@@ -400,6 +407,70 @@ impl Playground {
         let _ = std::fs::remove_file(&pid_file);
         Ok(true)
     }
+}
+
+/// Secret names the playground's Etcds reference in `spec.etcd.clientUrlTls` / `peerUrlTls`.
+pub const PLAYGROUND_TLS_SECRETS: [&str; 5] = ["ca-etcd", "ca-etcd-peer", "etcd-client", "etcd-peer-server", "etcd-server"];
+
+/// Name of the MachineSet whose Machines/Nodes host the members in playground namespace `ns` (Nodes are
+/// cluster-wide, so the namespace is part of every Machine and Node name).
+pub fn playground_machine_set(ns: &str) -> String {
+    format!("{ns}-worker")
+}
+
+/// One cert-manager `Certificate` per TLS secret the Etcd references, named like its secret; the landscape's
+/// cert-manager actor issues them. For renewal rehearsal only: the real etcd processes run plain HTTP on
+/// loopback and never load this material.
+async fn playground_tls(admin: &kube::Client, ns: &str, etcd: &str) -> Result<(), LandscapeError> {
+    let certs: Api<crate::api::Certificate> = Api::namespaced(admin.clone(), ns);
+    for secret in PLAYGROUND_TLS_SECRETS {
+        let is_ca = secret.starts_with("ca-");
+        let dns: Vec<String> = if is_ca {
+            vec![]
+        } else {
+            vec![format!("{etcd}-local"), format!("{etcd}-client.{ns}.svc"), format!("*.{etcd}-peer.{ns}.svc")]
+        };
+        let mut spec = json!({"secretName": secret, "commonName": format!("{etcd}-{secret}"), "duration": "720h", "renewBefore": "240h",
+                              "issuerRef": {"name": if is_ca { "selfsigned" } else { "etcd-ca" }, "kind": "Issuer"}});
+        if is_ca {
+            spec["isCA"] = json!(true);
+        } else {
+            spec["dnsNames"] = json!(dns);
+        }
+        let obj = json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": {"name": secret, "namespace": ns, "labels": {LABEL_PART_OF: etcd}}, "spec": spec});
+        create(&certs, obj).await?;
+    }
+    Ok(())
+}
+
+/// A MachineSet with `members` Machines, each with its Ready Node (created here, as MCM would, so the
+/// members' pods are scheduled onto them from the start; the MCM actor takes over afterwards).
+async fn playground_machines(admin: &kube::Client, ns: &str, members: i32) -> Result<(), LandscapeError> {
+    use kube::core::{ApiResource, DynamicObject};
+    let ms_ar = ApiResource::erase::<crate::api::MachineSet>(&());
+    let sets: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &ms_ar);
+    let set_name = playground_machine_set(ns);
+    let set_obj: DynamicObject = serde_json::from_value(super::mcm::machine_set(ns, &set_name, members.max(1)))
+        .map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
+    let set = match sets.create(&PostParams::default(), &set_obj).await {
+        Ok(s) => s,
+        Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+        Err(e) => return Err(LandscapeError::kube(format!("create machineset {set_name}"), e)),
+    };
+    let machines: Api<crate::api::Machine> = Api::namespaced(admin.clone(), ns);
+    for i in 0..members.max(1) {
+        let name = format!("{set_name}-{i}");
+        let m = json!({"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": ns, "labels": {"machine-set": set_name},
+                "annotations": {crate::api::names::MACHINE_PRIORITY: "3"}, "finalizers": [super::mcm::MACHINE_FINALIZER],
+                "ownerReferences": [{"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineSet", "name": set_name,
+                    "uid": set.metadata.uid.clone().unwrap_or_default(), "controller": true}]},
+            "spec": {"class": {"kind": "MachineClass", "name": "playground"}}});
+        create(&machines, m).await?;
+        super::mcm::join_node(admin, ns, &name).await.map_err(|e| LandscapeError::kube(format!("join node {name}"), e))?;
+    }
+    Ok(())
 }
 
 async fn create<K>(api: &Api<K>, obj: Value) -> Result<(), LandscapeError>

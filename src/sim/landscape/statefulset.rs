@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::member::{MemberRuntime, PodView};
 use super::resources::{ANNOTATION_BACKUP_API, ANNOTATION_CLIENT_URL};
 use super::{Ctx, LandscapeError, tick};
+use crate::api::Machine;
 use crate::api::names::{LABEL_MANAGED_BY, MANAGED_BY_DRUID};
 
 /// Runs the controller until the landscape stops.
@@ -87,6 +88,12 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
             .filter_map(|p| Some((ordinal(p.metadata.name.as_deref()?, &name)?, p)))
             .collect();
 
+        // Nodes already hosting a pod of this StatefulSet (one member per node).
+        let mut taken: HashSet<String> = owned
+            .values()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
         // PVCs and pods for ordinals below replicas.
         for i in 0..replicas {
             let pod_name = format!("{name}-{i}");
@@ -96,8 +103,10 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
                 continue; // the pod follows once its PVC is listed
             };
             if !owned.contains_key(&i) {
+                let Some(node) = schedule(ctx, &ns, &taken).await else { continue }; // unschedulable for now
                 let rt = ensure_runtime(ctx, &ns, &pod_name, &name, &pvc, volume).await?;
-                create_pod(ctx, sts, &pod_name, &pvc, &claim, &rt).await;
+                create_pod(ctx, sts, &pod_name, &pvc, &claim, &rt, &node).await;
+                taken.insert(node);
             }
         }
         // Scale down: highest ordinal first, one per pass.
@@ -223,7 +232,28 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
     }
 }
 
-async fn create_pod(ctx: &Ctx, sts: &StatefulSet, pod: &str, pvc: &str, claim: &str, rt: &MemberRuntime) {
+/// Node for a new pod in `ns`: a Ready Node backed by a live Machine of `ns` that hosts no pod in `taken`
+/// (first by name). `playground-node` when `ns` has no Machines (landscapes without MCM); `None` (the pod
+/// waits, unscheduled) while Machines exist but no Node fits, e.g. until a replacement Node is Ready.
+async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String> {
+    let machines = match Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns).list(&ListParams::default()).await {
+        Ok(l) if !l.items.is_empty() => l.items,
+        _ => return Some("playground-node".into()),
+    };
+    let nodes = Api::<Node>::all(ctx.clients.statefulset.clone()).list(&ListParams::default()).await.ok()?.items;
+    let mut fit: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none() && crate::machines::delete::node_ready(n))
+        .filter(|n| !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
+        .filter_map(|n| n.metadata.name.clone())
+        .filter(|n| !taken.contains(n))
+        .filter(|n| machines.iter().any(|m| m.metadata.deletion_timestamp.is_none() && m.node_name() == Some(n.as_str())))
+        .collect();
+    fit.sort();
+    fit.into_iter().next()
+}
+
+async fn create_pod(ctx: &Ctx, sts: &StatefulSet, pod: &str, pvc: &str, claim: &str, rt: &MemberRuntime, node: &str) {
     let ns = sts.metadata.namespace.clone().unwrap_or_default();
     let spec = sts.spec.clone().unwrap_or_default();
     let tmpl_meta = spec.template.metadata.clone().unwrap_or_default();
@@ -231,7 +261,7 @@ async fn create_pod(ctx: &Ctx, sts: &StatefulSet, pod: &str, pvc: &str, claim: &
     let mut volumes = pod_spec["volumes"].as_array().cloned().unwrap_or_default();
     volumes.push(json!({"name": claim, "persistentVolumeClaim": {"claimName": pvc}}));
     pod_spec["volumes"] = Value::Array(volumes);
-    pod_spec["nodeName"] = json!("playground-node");
+    pod_spec["nodeName"] = json!(node);
     pod_spec["hostname"] = json!(pod);
     pod_spec["subdomain"] = json!(spec.service_name);
     let mut labels = tmpl_meta.labels.unwrap_or_default();
