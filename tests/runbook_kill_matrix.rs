@@ -33,6 +33,11 @@ impl AdmissionHook for ConfigMapEdits {
     }
 }
 
+struct Out {
+    status: std::process::ExitStatus,
+    stderr: String,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_repeating_a_destructive_action() {
     let Some(_) = require_etcd("runbook kill matrix") else { return };
@@ -66,15 +71,30 @@ async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_re
             let point = format!("{}:{}", i + 1, phase.as_str());
             let mut cmd = druidctl(&pg, &args);
             cmd.env("DRUIDCTL_RUNBOOK_LEASE", "1s").env(ABORT_AT_ENV, &point);
-            let child = cmd.spawn().unwrap();
-            let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output()).await.expect("run ended in time").unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout);
+            let mut child = cmd.spawn().unwrap();
+            let mut pipe = child.stdout.take().unwrap();
+            let reader = tokio::spawn(async move {
+                let mut text = String::new();
+                let _ = tokio::io::AsyncReadExt::read_to_string(&mut pipe, &mut text).await;
+                text
+            });
+            let status = match tokio::time::timeout(Duration::from_secs(120), child.wait()).await {
+                Ok(s) => s.unwrap(),
+                Err(_) => {
+                    child.kill().await.unwrap();
+                    panic!("the run cut at {point} ({step}) did not end in time; its events:\n{}", reader.await.unwrap());
+                }
+            };
+            let stdout = reader.await.unwrap();
+            let mut stderr = String::new();
+            tokio::io::AsyncReadExt::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).await.unwrap();
+            let out = Out { status, stderr };
             assert_eq!(
                 out.status.signal(),
                 Some(libc::SIGKILL),
                 "the run cut at {point} ({step}) was killed there, not: {:?}\nstdout: {stdout}\nstderr: {}",
                 out.status,
-                String::from_utf8_lossy(&out.stderr)
+                out.stderr
             );
             kills += 1;
             for e in events(&stdout) {

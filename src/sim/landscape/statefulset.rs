@@ -233,14 +233,13 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
 }
 
 /// Node for a new pod in `ns`: a Ready Node backed by a live Machine of `ns` that hosts no pod in `taken`
-/// (first by name). `playground-node` when `ns` has no Machines (landscapes without MCM); `None` (the pod
-/// waits, unscheduled) while Machines exist but no Node fits, e.g. until a replacement Node is Ready.
+/// (first by name); `playground-node` when `ns` has no Machines (landscapes without MCM) or no Node fits.
 async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String> {
     let machines = match Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns).list(&ListParams::default()).await {
         Ok(l) if !l.items.is_empty() => l.items,
         _ => return Some("playground-node".into()),
     };
-    let nodes = Api::<Node>::all(ctx.clients.statefulset.clone()).list(&ListParams::default()).await.ok()?.items;
+    let nodes = Api::<Node>::all(ctx.clients.statefulset.clone()).list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
     let mut fit: Vec<String> = nodes
         .iter()
         .filter(|n| n.metadata.deletion_timestamp.is_none() && crate::machines::delete::node_ready(n))
@@ -250,7 +249,7 @@ async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String
         .filter(|n| machines.iter().any(|m| m.metadata.deletion_timestamp.is_none() && m.node_name() == Some(n.as_str())))
         .collect();
     fit.sort();
-    fit.into_iter().next()
+    Some(fit.into_iter().next().unwrap_or_else(|| "playground-node".into()))
 }
 
 async fn create_pod(ctx: &Ctx, sts: &StatefulSet, pod: &str, pvc: &str, claim: &str, rt: &MemberRuntime, node: &str) {
