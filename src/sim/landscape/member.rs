@@ -370,7 +370,15 @@ impl MemberRuntime {
                     let members = peer.member_list().await?;
                     let mine = members.iter().find(|m| m.peer_urls.contains(&my_peer));
                     let never_started = mine.is_some_and(|m| m.name.is_empty());
-                    if !(never_started && !force_rejoin) {
+                    let added_as_learner = mine.filter(|m| never_started && m.is_learner);
+                    if let Some(m) = added_as_learner.filter(|_| !force_rejoin) {
+                        // Added as a learner by an earlier, interrupted join: join with the membership the cluster
+                        // really has (the ConfigMap says `new`, which would bootstrap a second cluster) and
+                        // promote it once in sync.
+                        join = Some((initial_cluster_for_join(&members, m.id, &self.pod), m.id));
+                    } else if never_started && !force_rejoin {
+                        // Part of the initial bootstrap that has not started yet: the ConfigMap is right.
+                    } else {
                         // seeds/004 single-member restore: MemberRemove → clean → MemberAddAsLearner.
                         if let Some(m) = mine {
                             peer.member_remove(m.id).await?;
