@@ -16,8 +16,10 @@ const WATCHES: usize = 100;
 const FANOUT_EVENTS: usize = 200;
 
 fn cm(i: usize) -> ConfigMap {
-    serde_json::from_value(json!({"metadata":{"name":format!("cm-{i:05}"),"labels":{"app":"bench","shard":(i % 10).to_string()}},
-        "data":{"key":"x".repeat(64)}}))
+    serde_json::from_value(
+        json!({"metadata":{"name":format!("cm-{i:05}"),"labels":{"app":"bench","shard":(i % 10).to_string()}},
+        "data":{"key":"x".repeat(64)}}),
+    )
     .unwrap()
 }
 
@@ -64,22 +66,10 @@ async fn main() {
     let (selected, m) = time_lists(&api, &ListParams::default().labels("shard=3"), 5).await;
     println!("LIST with labelSelector (1/10 match, {m} items): {selected:.2?}");
 
-    let ep = server
-        .serve_http("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(
-        &ep.url,
-        "admin",
-        Some("default"),
-    ))
-    .unwrap();
-    let http = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let ep = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(&ep.url, "admin", Some("default"))).unwrap();
+    let http =
+        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap();
     let http_api: Api<ConfigMap> = Api::namespaced(http, "default");
     let (over_http, _) = time_lists(&http_api, &ListParams::default(), 5).await;
     println!(
@@ -88,13 +78,7 @@ async fn main() {
     );
 
     // Watch fan-out: WATCHES concurrent watches, FANOUT_EVENTS creates; time until every watcher has all.
-    let rv = api
-        .list(&ListParams::default().limit(1))
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = api.list(&ListParams::default().limit(1)).await.unwrap().metadata.resource_version.unwrap();
     let mut handles = Vec::new();
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(WATCHES);
     for _ in 0..WATCHES {
@@ -102,11 +86,7 @@ async fn main() {
         let rv = rv.clone();
         let ready = ready_tx.clone();
         handles.push(tokio::spawn(async move {
-            let mut s = api
-                .watch(&WatchParams::default().disable_bookmarks(), &rv)
-                .await
-                .unwrap()
-                .boxed();
+            let mut s = api.watch(&WatchParams::default().disable_bookmarks(), &rv).await.unwrap().boxed();
             ready.send(()).await.unwrap();
             let mut seen = 0;
             while seen < FANOUT_EVENTS {
@@ -122,9 +102,7 @@ async fn main() {
     }
     let start = Instant::now();
     for i in 0..FANOUT_EVENTS {
-        api.create(&PostParams::default(), &cm(OBJECTS + i))
-            .await
-            .unwrap();
+        api.create(&PostParams::default(), &cm(OBJECTS + i)).await.unwrap();
     }
     let writes_done = start.elapsed();
     let mut last = start;
@@ -140,9 +118,7 @@ async fn main() {
     // Baseline: the same creates with no watcher.
     let start = Instant::now();
     for i in 0..FANOUT_EVENTS {
-        api.create(&PostParams::default(), &cm(OBJECTS + FANOUT_EVENTS + i))
-            .await
-            .unwrap();
+        api.create(&PostParams::default(), &cm(OBJECTS + FANOUT_EVENTS + i)).await.unwrap();
     }
     let base = start.elapsed();
     println!(
@@ -150,13 +126,7 @@ async fn main() {
         writes_done.as_secs_f64() / base.as_secs_f64()
     );
     // Same fan-out with raw watch streams (no client-side decoding): the server's own cost.
-    let rv = api
-        .list(&ListParams::default().limit(1))
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = api.list(&ListParams::default().limit(1)).await.unwrap().metadata.resource_version.unwrap();
     let mut handles = Vec::new();
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(WATCHES);
     for _ in 0..WATCHES {
@@ -165,11 +135,9 @@ async fn main() {
         let ready = ready_tx.clone();
         handles.push(tokio::spawn(async move {
             use futures::AsyncBufReadExt;
-            let req = http::Request::get(format!(
-                "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
-            ))
-            .body(Vec::new())
-            .unwrap();
+            let req = http::Request::get(format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"))
+                .body(Vec::new())
+                .unwrap();
             let stream = client.request_stream(req).await.unwrap();
             ready.send(()).await.unwrap();
             let mut lines = stream.lines();
@@ -187,9 +155,7 @@ async fn main() {
     }
     let start = Instant::now();
     for i in 0..FANOUT_EVENTS {
-        api.create(&PostParams::default(), &cm(OBJECTS + 2 * FANOUT_EVENTS + i))
-            .await
-            .unwrap();
+        api.create(&PostParams::default(), &cm(OBJECTS + 2 * FANOUT_EVENTS + i)).await.unwrap();
     }
     let raw_writes = start.elapsed();
     let mut last = start;

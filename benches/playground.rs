@@ -31,7 +31,9 @@ fn stats(name: &str, samples: &mut [Duration]) -> Duration {
 
 async fn run() {
     let Some(binary) = EtcdBinary::find() else {
-        eprintln!("playground bench: no etcd binary found (install etcd-server or set DRUIDCTL_ETCD_BIN); nothing measured");
+        eprintln!(
+            "playground bench: no etcd binary found (install etcd-server or set DRUIDCTL_ETCD_BIN); nothing measured"
+        );
         return;
     };
     let rounds: usize = std::env::var("BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5).max(1);

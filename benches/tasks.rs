@@ -48,7 +48,8 @@ async fn run() {
     server.register_upstream_crds().unwrap();
     server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).unwrap();
     let client = server.client();
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"), "etcds");
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"), "etcds");
     let post = PostParams::default();
     for n in 0..namespaces {
         let ns = format!("shoot-{n}");
@@ -105,7 +106,14 @@ async fn run() {
     let all: Api<EtcdOperatorTask> = Api::all(client.clone());
     let mut peak_rss = rss_mib();
     loop {
-        let done = all.list(&ListParams::default()).await.unwrap().items.iter().filter(|t| t.state() == TaskState::Succeeded).count();
+        let done = all
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|t| t.state() == TaskState::Succeeded)
+            .count();
         peak_rss = peak_rss.max(rss_mib());
         if done == tasks {
             break;
@@ -131,8 +139,14 @@ async fn run() {
     println!("  created in            {:>8.2} s", created.as_secs_f64());
     println!("  all terminal after    {:>8.2} s", elapsed.as_secs_f64());
     println!("  throughput            {:>8.1} tasks/s", tasks as f64 / elapsed.as_secs_f64());
-    println!("  resident memory       {:>8.1} MiB before tasks, {:.1} MiB peak (API server included)", rss_before, peak_rss);
+    println!(
+        "  resident memory       {:>8.1} MiB before tasks, {:.1} MiB peak (API server included)",
+        rss_before, peak_rss
+    );
     println!("  LISTs per restart     {:>8.2} (with history kept)", lists as f64 / restarts as f64);
-    println!("  succeeded (metric)    {:>8}", sample_sum(&text, "etcddruid_operator_tasks_total", &[("state", "succeeded")]));
+    println!(
+        "  succeeded (metric)    {:>8}",
+        sample_sum(&text, "etcddruid_operator_tasks_total", &[("state", "succeeded")])
+    );
     println!("  executed twice        {:>8}", ledger.all().values().filter(|n| **n > 1).count());
 }

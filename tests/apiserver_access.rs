@@ -4,9 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use druidctl::sim::apiserver::{
-    AdmissionHook, AdmissionOperation, AdmissionRequest, ApiServer, FaultRule,
-};
+use druidctl::sim::apiserver::{AdmissionHook, AdmissionOperation, AdmissionRequest, ApiServer, FaultRule};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -23,17 +21,11 @@ fn status_of(e: kube::Error) -> kube::core::Status {
 
 async fn grant(server: &ApiServer, ns: &str, user: &str, rules: serde_json::Value) {
     let c = server.client();
-    let roles: Api<DynamicObject> = Api::namespaced_with(
-        c.clone(),
-        ns,
-        &ApiResource::erase::<k8s_openapi::api::rbac::v1::Role>(&()),
-    );
+    let roles: Api<DynamicObject> =
+        Api::namespaced_with(c.clone(), ns, &ApiResource::erase::<k8s_openapi::api::rbac::v1::Role>(&()));
     roles.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":user},"rules":rules})).unwrap()).await.unwrap();
-    let rbs: Api<DynamicObject> = Api::namespaced_with(
-        c,
-        ns,
-        &ApiResource::erase::<k8s_openapi::api::rbac::v1::RoleBinding>(&()),
-    );
+    let rbs: Api<DynamicObject> =
+        Api::namespaced_with(c, ns, &ApiResource::erase::<k8s_openapi::api::rbac::v1::RoleBinding>(&()));
     rbs.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":user},
         "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":user},"subjects":[{"kind":"User","name":user,"apiGroup":"rbac.authorization.k8s.io"}]})).unwrap()).await.unwrap();
 }
@@ -42,17 +34,20 @@ async fn grant(server: &ApiServer, ns: &str, user: &str, rules: serde_json::Valu
 async fn rbac_resource_names_subresources_and_forbidden_messages() {
     let server = ApiServer::new();
     server.add_user("bob", &["ops"]);
-    grant(&server, "default", "bob", json!([
-        {"apiGroups":[""],"resources":["configmaps"],"verbs":["get"],"resourceNames":["allowed"]},
-        {"apiGroups":["apps"],"resources":["statefulsets/scale"],"verbs":["get","patch"]},
-    ])).await;
+    grant(
+        &server,
+        "default",
+        "bob",
+        json!([
+            {"apiGroups":[""],"resources":["configmaps"],"verbs":["get"],"resourceNames":["allowed"]},
+            {"apiGroups":["apps"],"resources":["statefulsets/scale"],"verbs":["get","patch"]},
+        ]),
+    )
+    .await;
     let admin_cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     for n in ["allowed", "other"] {
         admin_cms
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata":{"name":n}})).unwrap(),
-            )
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":n}})).unwrap())
             .await
             .unwrap();
     }
@@ -91,38 +86,12 @@ async fn rbac_resource_names_subresources_and_forbidden_messages() {
             "spec":{"resourceAttributes":{"namespace":"default","verb":verb,"group":if res=="statefulsets" {"apps"} else {""},"resource":res,"subresource":sub,"name":name}}})).unwrap()
     };
     let allowed = |r: SelfSubjectAccessReview| r.status.unwrap().allowed;
+    assert!(allowed(ssar.create(&PostParams::default(), &review("get", "configmaps", "", "allowed")).await.unwrap()));
+    assert!(!allowed(ssar.create(&PostParams::default(), &review("get", "configmaps", "", "other")).await.unwrap()));
     assert!(allowed(
-        ssar.create(
-            &PostParams::default(),
-            &review("get", "configmaps", "", "allowed")
-        )
-        .await
-        .unwrap()
+        ssar.create(&PostParams::default(), &review("patch", "statefulsets", "scale", "x")).await.unwrap()
     ));
-    assert!(!allowed(
-        ssar.create(
-            &PostParams::default(),
-            &review("get", "configmaps", "", "other")
-        )
-        .await
-        .unwrap()
-    ));
-    assert!(allowed(
-        ssar.create(
-            &PostParams::default(),
-            &review("patch", "statefulsets", "scale", "x")
-        )
-        .await
-        .unwrap()
-    ));
-    assert!(!allowed(
-        ssar.create(
-            &PostParams::default(),
-            &review("patch", "statefulsets", "", "x")
-        )
-        .await
-        .unwrap()
-    ));
+    assert!(!allowed(ssar.create(&PostParams::default(), &review("patch", "statefulsets", "", "x")).await.unwrap()));
 }
 
 struct DenyManaged;
@@ -135,18 +104,9 @@ impl AdmissionHook for DenyManaged {
             .or(req.object.as_ref())
             .and_then(|o| o.pointer("/metadata/labels/managed-by"))
             .is_some();
-        let protection_off = server
-            .get_object("v1", "configmaps", Some("default"), "protection")
-            .is_some();
-        if managed
-            && req.operation != AdmissionOperation::Create
-            && req.user != "druid"
-            && !protection_off
-        {
-            return Err(format!(
-                "changes to managed {} are not allowed",
-                req.resource
-            ));
+        let protection_off = server.get_object("v1", "configmaps", Some("default"), "protection").is_some();
+        if managed && req.operation != AdmissionOperation::Create && req.user != "druid" && !protection_off {
+            return Err(format!("changes to managed {} are not allowed", req.resource));
         }
         Ok(())
     }
@@ -160,40 +120,22 @@ async fn admission_hooks_can_deny_and_read_the_store() {
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     cms.create(
         &PostParams::default(),
-        &serde_json::from_value(json!({"metadata":{"name":"m","labels":{"managed-by":"druid"}}}))
-            .unwrap(),
+        &serde_json::from_value(json!({"metadata":{"name":"m","labels":{"managed-by":"druid"}}})).unwrap(),
     )
     .await
     .unwrap();
-    let e = status_of(
-        cms.patch(
-            "m",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data":{"a":"b"}})),
-        )
-        .await
-        .unwrap_err(),
-    );
+    let e =
+        status_of(cms.patch("m", &PatchParams::default(), &Patch::Merge(json!({"data":{"a":"b"}}))).await.unwrap_err());
     assert_eq!(e.code, 403);
     assert_eq!(
         e.message,
         "admission webhook \"admission.sim.druidctl.io\" denied the request: changes to managed configmaps are not allowed"
     );
     let druid: Api<ConfigMap> = Api::namespaced(server.client_for("druid"), "default");
-    druid
-        .patch(
-            "m",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data":{"a":"b"}})),
-        )
+    druid.patch("m", &PatchParams::default(), &Patch::Merge(json!({"data":{"a":"b"}}))).await.unwrap();
+    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":"protection"}})).unwrap())
         .await
         .unwrap();
-    cms.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata":{"name":"protection"}})).unwrap(),
-    )
-    .await
-    .unwrap();
     cms.delete("m", &Default::default()).await.unwrap();
 }
 
@@ -212,144 +154,92 @@ async fn service_proxy_forwards_to_registered_backend() {
             let body = format!("backend saw {line}");
             let _ = sock
                 .write_all(
-                    format!(
-                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
+                    format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+                        .as_bytes(),
                 )
                 .await;
         }
     });
-    let svcs: Api<k8s_openapi::api::core::v1::Service> =
-        Api::namespaced(server.client(), "default");
-    svcs.create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":"etcd-main-client"},"spec":{"ports":[{"name":"backup","port":8080}]}})).unwrap()).await.unwrap();
-    server.register_service_backend("default", "etcd-main-client", 8080, addr);
-    let req = http::Request::get(
-        "/api/v1/namespaces/default/services/etcd-main-client:8080/proxy/snapshot/full?final=true",
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(server.client(), "default");
+    svcs.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata":{"name":"etcd-main-client"},"spec":{"ports":[{"name":"backup","port":8080}]}}),
+        )
+        .unwrap(),
     )
-    .body(Vec::new())
+    .await
     .unwrap();
+    server.register_service_backend("default", "etcd-main-client", 8080, addr);
+    let req =
+        http::Request::get("/api/v1/namespaces/default/services/etcd-main-client:8080/proxy/snapshot/full?final=true")
+            .body(Vec::new())
+            .unwrap();
     let text = server.client().request_text(req).await.unwrap();
     assert_eq!(text, "backend saw GET /snapshot/full?final=true HTTP/1.1");
-    let req = http::Request::get(
-        "/api/v1/namespaces/default/services/etcd-main-client:backup/proxy/healthz",
-    )
-    .body(Vec::new())
-    .unwrap();
-    assert_eq!(
-        server.client().request_text(req).await.unwrap(),
-        "backend saw GET /healthz HTTP/1.1",
-        "named port"
-    );
+    let req = http::Request::get("/api/v1/namespaces/default/services/etcd-main-client:backup/proxy/healthz")
+        .body(Vec::new())
+        .unwrap();
+    assert_eq!(server.client().request_text(req).await.unwrap(), "backend saw GET /healthz HTTP/1.1", "named port");
 }
 
 #[tokio::test]
 async fn faults_on_nth_request_rate_and_retry_after_are_logged() {
     let server = ApiServer::new();
-    server.faults().add(
-        FaultRule::error("list", "configmaps", 503)
-            .on_nth(2)
-            .retry_after(7),
-    );
+    server.faults().add(FaultRule::error("list", "configmaps", 503).on_nth(2).retry_after(7));
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     cms.list(&ListParams::default()).await.unwrap();
     let e = status_of(cms.list(&ListParams::default()).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (503, "ServiceUnavailable"));
     cms.list(&ListParams::default()).await.unwrap();
-    server
-        .faults()
-        .add(FaultRule::error("create", "", 429).times(1));
+    server.faults().add(FaultRule::error("create", "", 429).times(1));
     let e = status_of(
-        cms.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata":{"name":"x"}})).unwrap(),
-        )
-        .await
-        .unwrap_err(),
+        cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":"x"}})).unwrap())
+            .await
+            .unwrap_err(),
     );
     assert_eq!(e.code, 429);
-    cms.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata":{"name":"x"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":"x"}})).unwrap())
+        .await
+        .unwrap();
     let log = server.request_log();
     assert_eq!(log.count("list", "configmaps"), 3);
     assert_eq!(log.count_code("list", "configmaps", 503), 1);
     assert_eq!(log.count_code("create", "configmaps", 429), 1);
     server.faults().clear();
-    server.faults().add(FaultRule::latency(
-        "get",
-        "configmaps",
-        Duration::from_millis(50),
-    ));
+    server.faults().add(FaultRule::latency("get", "configmaps", Duration::from_millis(50)));
     cms.get("x").await.unwrap();
 }
 
 #[tokio::test]
 async fn http_transport_with_generated_kubeconfig_and_admin_fault_endpoint() {
     let server = ApiServer::new();
-    let ep = server
-        .serve_http("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(
-        &ep.url,
-        "admin",
-        Some("default"),
-    ))
-    .unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
+    let ep = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml(&ep.url, "admin", Some("default"))).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
     let client = kube::Client::try_from(cfg).unwrap();
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    cms.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata":{"name":"over-http"}})).unwrap(),
-    )
-    .await
-    .unwrap();
-    assert!(
-        server
-            .get_object("v1", "configmaps", Some("default"), "over-http")
-            .is_some()
-    );
+    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata":{"name":"over-http"}})).unwrap())
+        .await
+        .unwrap();
+    assert!(server.get_object("v1", "configmaps", Some("default"), "over-http").is_some());
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
     assert!(discovery.groups().any(|g| g.name() == "apps"));
     let rule = http::Request::post("/_sim/faults")
         .header("content-type", "application/json")
-        .body(
-            serde_json::to_vec(
-                &json!({"verb":"get","resource":"configmaps","code":500,"rate":1.0}),
-            )
-            .unwrap(),
-        )
+        .body(serde_json::to_vec(&json!({"verb":"get","resource":"configmaps","code":500,"rate":1.0})).unwrap())
         .unwrap();
     client.request_text(rule).await.unwrap();
     let e = status_of(cms.get("over-http").await.unwrap_err());
     assert_eq!(e.code, 500);
     // An unknown token is rejected.
     let bad = kube::config::Kubeconfig::from_yaml(
-        &server
-            .kubeconfig_yaml(&ep.url, "admin", None)
-            .replace(&server.token_for("admin").unwrap(), "nope"),
+        &server.kubeconfig_yaml(&ep.url, "admin", None).replace(&server.token_for("admin").unwrap(), "nope"),
     )
     .unwrap();
-    let bad = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(bad, &Default::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
-    let e = status_of(
-        Api::<ConfigMap>::default_namespaced(bad)
-            .list(&ListParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let bad =
+        kube::Client::try_from(kube::Config::from_custom_kubeconfig(bad, &Default::default()).await.unwrap()).unwrap();
+    let e = status_of(Api::<ConfigMap>::default_namespaced(bad).list(&ListParams::default()).await.unwrap_err());
     assert_eq!(e.code, 401);
 }
 
@@ -358,55 +248,27 @@ async fn crds_register_with_defaults_validation_status_and_discovery() {
     let server = ApiServer::new();
     server.register_upstream_crds().unwrap();
     let client = server.client();
-    let aggregated = Discovery::new(client.clone())
-        .run_aggregated()
-        .await
-        .unwrap();
+    let aggregated = Discovery::new(client.clone()).run_aggregated().await.unwrap();
     assert!(
         aggregated
-            .resolve_gvk(&kube::core::GroupVersionKind::gvk(
-                "druid.gardener.cloud",
-                "v1alpha1",
-                "Etcd"
-            ))
+            .resolve_gvk(&kube::core::GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"))
             .is_some()
     );
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let (ar, caps) = discovery
-        .resolve_gvk(&kube::core::GroupVersionKind::gvk(
-            "druid.gardener.cloud",
-            "v1alpha1",
-            "Etcd",
-        ))
+        .resolve_gvk(&kube::core::GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"))
         .expect("Etcd served");
-    assert!(
-        caps.subresources
-            .iter()
-            .any(|(s, _)| s.plural == "etcds/status" || s.plural == "status")
-    );
+    assert!(caps.subresources.iter().any(|(s, _)| s.plural == "etcds/status" || s.plural == "status"));
     let etcds: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     let bad = serde_json::from_value(json!({"apiVersion":"druid.gardener.cloud/v1alpha1","kind":"Etcd","metadata":{"name":"bad"},"spec":{"replicas":"three"}})).unwrap();
-    let e = status_of(
-        etcds
-            .create(&PostParams::default(), &bad)
-            .await
-            .unwrap_err(),
-    );
+    let e = status_of(etcds.create(&PostParams::default(), &bad).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert!(
-        e.message
-            .starts_with("Etcd.druid.gardener.cloud \"bad\" is invalid: "),
-        "{}",
-        e.message
-    );
+    assert!(e.message.starts_with("Etcd.druid.gardener.cloud \"bad\" is invalid: "), "{}", e.message);
     let good = serde_json::from_value(json!({"apiVersion":"druid.gardener.cloud/v1alpha1","kind":"Etcd","metadata":{"name":"etcd-main"},
         "spec":{"replicas":3,"labels":{"app":"etcd"},"selector":{"matchLabels":{"app":"etcd"}},"etcd":{},"backup":{},"unknownField":1},"status":{"ready":true}})).unwrap();
     let e = etcds.create(&PostParams::default(), &good).await.unwrap();
     assert!(e.data["spec"].get("unknownField").is_none(), "pruned");
-    assert!(
-        e.data.get("status").is_none(),
-        "status is ignored on create"
-    );
+    assert!(e.data.get("status").is_none(), "status is ignored on create");
     assert_eq!(e.metadata.generation, Some(1));
     let e = etcds
         .patch_status(
@@ -418,19 +280,10 @@ async fn crds_register_with_defaults_validation_status_and_discovery() {
         .unwrap();
     assert_eq!(e.data["status"]["ready"], true);
     let crd = server
-        .get_object(
-            "apiextensions.k8s.io/v1",
-            "customresourcedefinitions",
-            None,
-            "etcds.druid.gardener.cloud",
-        )
+        .get_object("apiextensions.k8s.io/v1", "customresourcedefinitions", None, "etcds.druid.gardener.cloud")
         .unwrap();
     let conds = crd["status"]["conditions"].as_array().unwrap();
-    assert!(
-        conds
-            .iter()
-            .any(|c| c["type"] == "Established" && c["status"] == "True")
-    );
+    assert!(conds.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
     // Scale subresource from the CRD.
     let sts_like: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
     let scale = sts_like.get_scale("etcd-main").await.unwrap();

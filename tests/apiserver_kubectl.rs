@@ -23,22 +23,11 @@ struct Kubectl {
 
 impl Kubectl {
     async fn start(server: &ApiServer, user: &str) -> Kubectl {
-        let endpoint = server
-            .serve_http("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("config");
-        std::fs::write(
-            &kubeconfig,
-            server.kubeconfig_yaml(&endpoint.url, user, Some("default")),
-        )
-        .unwrap();
-        Kubectl {
-            _dir: dir,
-            kubeconfig,
-            _endpoint: endpoint,
-        }
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml(&endpoint.url, user, Some("default"))).unwrap();
+        Kubectl { _dir: dir, kubeconfig, _endpoint: endpoint }
     }
 
     /// Runs kubectl off the async runtime (the server lives on it).
@@ -54,11 +43,7 @@ impl Kubectl {
         tokio::task::spawn_blocking(move || {
             use std::io::Write;
             let mut cmd = Command::new("kubectl");
-            cmd.arg("--kubeconfig")
-                .arg(&kc)
-                .arg("--cache-dir")
-                .arg(&cache)
-                .args(&args);
+            cmd.arg("--kubeconfig").arg(&kc).arg("--cache-dir").arg(&cache).args(&args);
             cmd.stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
@@ -91,15 +76,8 @@ async fn kubectl_get_namespaces_and_api_resources() {
     let server = ApiServer::new();
     let k = Kubectl::start(&server, "admin").await;
     let out = k.ok(&["get", "ns"]).await;
-    assert!(
-        out.contains("NAME") && out.contains("STATUS") && out.contains("AGE"),
-        "{out}"
-    );
-    assert!(
-        out.lines()
-            .any(|l| l.starts_with("default ") && l.contains("Active")),
-        "{out}"
-    );
+    assert!(out.contains("NAME") && out.contains("STATUS") && out.contains("AGE"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("default ") && l.contains("Active")), "{out}");
     let out = k.ok(&["api-resources"]).await;
     assert!(
         out.lines().any(|l| l.starts_with("statefulsets")
@@ -109,11 +87,7 @@ async fn kubectl_get_namespaces_and_api_resources() {
             && l.contains("StatefulSet")),
         "{out}"
     );
-    assert!(
-        out.lines()
-            .any(|l| l.starts_with("leases") && l.contains("coordination.k8s.io/v1")),
-        "{out}"
-    );
+    assert!(out.lines().any(|l| l.starts_with("leases") && l.contains("coordination.k8s.io/v1")), "{out}");
 }
 
 const STS: &str = r#"apiVersion: apps/v1
@@ -138,15 +112,8 @@ async fn kubectl_apply_patch_label_annotate_scale_delete() {
     let server = ApiServer::new();
     let k = Kubectl::start(&server, "admin").await;
     let out = k.run_stdin(&["apply", "-f", "-"], Some(STS)).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "statefulset.apps/etcd-main created"
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "statefulset.apps/etcd-main created");
     let out = k.run_stdin(&["apply", "-f", "-"], Some(STS)).await;
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
@@ -162,25 +129,12 @@ async fn kubectl_apply_patch_label_annotate_scale_delete() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let sts = server
-        .get_object("apps/v1", "statefulsets", Some("default"), "etcd-main")
-        .unwrap();
-    assert_eq!(
-        sts["spec"]["template"]["spec"]["containers"][0]["image"],
-        "etcd:v3.6"
-    );
+    let sts = server.get_object("apps/v1", "statefulsets", Some("default"), "etcd-main").unwrap();
+    assert_eq!(sts["spec"]["template"]["spec"]["containers"][0]["image"], "etcd:v3.6");
     assert_eq!(sts["metadata"]["generation"], 2);
 
-    assert_eq!(
-        k.ok(&["label", "sts", "etcd-main", "tier=db"]).await.trim(),
-        "statefulset.apps/etcd-main labeled"
-    );
-    assert_eq!(
-        k.ok(&["annotate", "sts", "etcd-main", "note=x"])
-            .await
-            .trim(),
-        "statefulset.apps/etcd-main annotated"
-    );
+    assert_eq!(k.ok(&["label", "sts", "etcd-main", "tier=db"]).await.trim(), "statefulset.apps/etcd-main labeled");
+    assert_eq!(k.ok(&["annotate", "sts", "etcd-main", "note=x"]).await.trim(), "statefulset.apps/etcd-main annotated");
     assert_eq!(
         k.ok(&[
             "patch",
@@ -194,51 +148,36 @@ async fn kubectl_apply_patch_label_annotate_scale_delete() {
         "statefulset.apps/etcd-main patched"
     );
     assert_eq!(
+        k.ok(&["patch", "sts", "etcd-main", "--type=merge", "-p", r#"{"metadata":{"labels":{"m":"1"}}}"#]).await.trim(),
+        "statefulset.apps/etcd-main patched"
+    );
+    assert_eq!(
         k.ok(&[
             "patch",
             "sts",
             "etcd-main",
-            "--type=merge",
+            "--type=json",
             "-p",
-            r#"{"metadata":{"labels":{"m":"1"}}}"#
+            r#"[{"op":"test","path":"/metadata/labels/m","value":"1"},{"op":"remove","path":"/metadata/labels/m"}]"#
         ])
         .await
         .trim(),
         "statefulset.apps/etcd-main patched"
     );
-    assert_eq!(k.ok(&["patch", "sts", "etcd-main", "--type=json", "-p", r#"[{"op":"test","path":"/metadata/labels/m","value":"1"},{"op":"remove","path":"/metadata/labels/m"}]"#]).await.trim(), "statefulset.apps/etcd-main patched");
-    assert_eq!(
-        k.ok(&["scale", "sts", "etcd-main", "--replicas=3"])
-            .await
-            .trim(),
-        "statefulset.apps/etcd-main scaled"
-    );
-    let sts = server
-        .get_object("apps/v1", "statefulsets", Some("default"), "etcd-main")
-        .unwrap();
+    assert_eq!(k.ok(&["scale", "sts", "etcd-main", "--replicas=3"]).await.trim(), "statefulset.apps/etcd-main scaled");
+    let sts = server.get_object("apps/v1", "statefulsets", Some("default"), "etcd-main").unwrap();
     assert_eq!(sts["spec"]["replicas"], 3);
     assert_eq!(sts["metadata"]["labels"]["tier"], "db");
     assert!(sts["metadata"]["labels"].get("m").is_none());
     assert_eq!(sts["metadata"]["annotations"]["note"], "x");
-    assert_eq!(
-        sts["spec"]["template"]["spec"]["containers"][0]["image"],
-        "etcd:v3.7"
-    );
-    let out = k
-        .ok(&["get", "sts", "etcd-main", "-o", "jsonpath={.spec.replicas}"])
-        .await;
+    assert_eq!(sts["spec"]["template"]["spec"]["containers"][0]["image"], "etcd:v3.7");
+    let out = k.ok(&["get", "sts", "etcd-main", "-o", "jsonpath={.spec.replicas}"]).await;
     assert_eq!(out, "3");
     let out = k.ok(&["get", "sts"]).await;
-    assert!(
-        out.starts_with("NAME") && out.contains("READY") && out.contains("0/3"),
-        "{out}"
-    );
+    assert!(out.starts_with("NAME") && out.contains("READY") && out.contains("0/3"), "{out}");
     let out = k.run(&["apply", "--server-side", "-f", "-"]).await;
     let _ = out;
-    assert_eq!(
-        k.ok(&["delete", "sts", "etcd-main"]).await.trim(),
-        "statefulset.apps \"etcd-main\" deleted"
-    );
+    assert_eq!(k.ok(&["delete", "sts", "etcd-main"]).await.trim(), "statefulset.apps \"etcd-main\" deleted");
     let out = k.run(&["get", "sts", "etcd-main"]).await;
     assert!(!out.status.success());
     assert!(
@@ -253,37 +192,16 @@ async fn kubectl_apply_patch_label_annotate_scale_delete() {
 async fn kubectl_server_side_apply_and_dry_run() {
     let server = ApiServer::new();
     let k = Kubectl::start(&server, "admin").await;
-    let out = k
-        .run_stdin(&["apply", "--server-side", "-f", "-"], Some(STS))
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "statefulset.apps/etcd-main serverside-applied"
-    );
-    let sts = server
-        .get_object("apps/v1", "statefulsets", Some("default"), "etcd-main")
-        .unwrap();
+    let out = k.run_stdin(&["apply", "--server-side", "-f", "-"], Some(STS)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "statefulset.apps/etcd-main serverside-applied");
+    let sts = server.get_object("apps/v1", "statefulsets", Some("default"), "etcd-main").unwrap();
     assert_eq!(sts["metadata"]["managedFields"][0]["manager"], "kubectl");
     assert_eq!(sts["metadata"]["managedFields"][0]["operation"], "Apply");
-    let out = k
-        .run_stdin(
-            &["apply", "--dry-run=server", "-f", "-"],
-            Some(&STS.replace("replicas: 1", "replicas: 9")),
-        )
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let sts = server
-        .get_object("apps/v1", "statefulsets", Some("default"), "etcd-main")
-        .unwrap();
+    let out =
+        k.run_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&STS.replace("replicas: 1", "replicas: 9"))).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sts = server.get_object("apps/v1", "statefulsets", Some("default"), "etcd-main").unwrap();
     assert_eq!(sts["spec"]["replicas"], 1);
 }
 
@@ -291,18 +209,14 @@ async fn kubectl_server_side_apply_and_dry_run() {
 async fn kubectl_wait_and_watch() {
     let server = ApiServer::new();
     let k = Kubectl::start(&server, "admin").await;
-    k.ok(&["create", "configmap", "cm1", "--from-literal=a=b"])
-        .await;
+    k.ok(&["create", "configmap", "cm1", "--from-literal=a=b"]).await;
     let s2 = server.clone();
     let waiter = tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-            kube::Api::namespaced(s2.client(), "default");
+        let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(s2.client(), "default");
         cms.delete("cm1", &Default::default()).await.unwrap();
     });
-    let out = k
-        .ok(&["wait", "--for=delete", "configmap/cm1", "--timeout=60s"])
-        .await;
+    let out = k.ok(&["wait", "--for=delete", "configmap/cm1", "--timeout=60s"]).await;
     assert!(out.contains("configmap/cm1 condition met"), "{out}");
     waiter.await.unwrap();
     k.ok(&["create", "configmap", "cm2"]).await;
@@ -323,10 +237,7 @@ async fn kubectl_wait_and_watch() {
     let (line_tx, mut line_rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
             if line_tx.send(line).is_err() {
                 break;
             }
@@ -355,26 +266,22 @@ async fn kubectl_wait_and_watch() {
     }
     drop(child);
     assert!(seen[0].starts_with("NAME"), "{seen:?}");
-    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+    let pod =
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
     k.run_stdin(&["create", "-f", "-"], Some(pod)).await;
     let s3 = server.clone();
     tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-            kube::Api::namespaced(s3.client(), "default");
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(s3.client(), "default");
         pods.patch_status(
             "p",
             &Default::default(),
-            &kube::api::Patch::Merge(
-                serde_json::json!({"status":{"conditions":[{"type":"Ready","status":"True"}]}}),
-            ),
+            &kube::api::Patch::Merge(serde_json::json!({"status":{"conditions":[{"type":"Ready","status":"True"}]}})),
         )
         .await
         .unwrap();
     });
-    let out = k
-        .ok(&["wait", "--for=condition=Ready", "pod/p", "--timeout=60s"])
-        .await;
+    let out = k.ok(&["wait", "--for=condition=Ready", "pod/p", "--timeout=60s"]).await;
     assert!(out.contains("pod/p condition met"), "{out}");
 }
 
@@ -387,28 +294,15 @@ async fn kubectl_get_etcd_shows_printer_columns() {
       "spec":{"replicas":3,"labels":{"app":"etcd"},"selector":{"matchLabels":{"app":"etcd"}},
       "etcd":{},"backup":{}}}"#;
     let out = k.run_stdin(&["create", "-f", "-"], Some(etcd)).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = k.ok(&["get", "etcd"]).await;
     let header = out.lines().next().unwrap();
-    for col in [
-        "NAME",
-        "READY",
-        "QUORATE",
-        "ALL MEMBERS READY",
-        "BACKUP READY",
-        "AGE",
-    ] {
+    for col in ["NAME", "READY", "QUORATE", "ALL MEMBERS READY", "BACKUP READY", "AGE"] {
         assert!(header.contains(col), "missing {col}: {out}");
     }
     let out = k.ok(&["get", "crd"]).await;
     assert!(out.contains("etcds.druid.gardener.cloud"), "{out}");
-    let out = k
-        .ok(&["api-resources", "--api-group=druid.gardener.cloud"])
-        .await;
+    let out = k.ok(&["api-resources", "--api-group=druid.gardener.cloud"]).await;
     assert!(out.contains("etcds") && out.contains("Etcd"), "{out}");
 }
 
@@ -419,28 +313,10 @@ async fn kubectl_auth_can_i_and_forbidden_message() {
     let admin = Kubectl::start(&server, "admin").await;
     let role = r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-reader"},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list"]}]}"#;
     let binding = r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"alice-cm"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-reader"},"subjects":[{"kind":"User","name":"alice","apiGroup":"rbac.authorization.k8s.io"}]}"#;
-    assert!(
-        admin
-            .run_stdin(&["create", "-f", "-"], Some(role))
-            .await
-            .status
-            .success()
-    );
-    assert!(
-        admin
-            .run_stdin(&["create", "-f", "-"], Some(binding))
-            .await
-            .status
-            .success()
-    );
+    assert!(admin.run_stdin(&["create", "-f", "-"], Some(role)).await.status.success());
+    assert!(admin.run_stdin(&["create", "-f", "-"], Some(binding)).await.status.success());
     let alice = Kubectl::start(&server, "alice").await;
-    assert_eq!(
-        alice
-            .ok(&["auth", "can-i", "list", "configmaps"])
-            .await
-            .trim(),
-        "yes"
-    );
+    assert_eq!(alice.ok(&["auth", "can-i", "list", "configmaps"]).await.trim(), "yes");
     let out = alice.run(&["auth", "can-i", "delete", "configmaps"]).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no");
     let out = alice.run(&["get", "secrets"]).await;
@@ -459,18 +335,9 @@ async fn kubectl_apply_rejects_unknown_fields_of_custom_resources_strictly() {
     let out = k.run_stdin(&["apply", "-f", "-"], Some(etcd)).await;
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("strict decoding error: unknown field \"spec.replicaz\""),
-        "{err}"
-    );
-    let out = k
-        .run_stdin(&["apply", "--validate=false", "-f", "-"], Some(etcd))
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(err.contains("strict decoding error: unknown field \"spec.replicaz\""), "{err}");
+    let out = k.run_stdin(&["apply", "--validate=false", "-f", "-"], Some(etcd)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = k.ok(&["scale", "etcd", "etcd-main", "--replicas=5"]).await;
     assert_eq!(out.trim(), "etcd.druid.gardener.cloud/etcd-main scaled");
 }

@@ -30,42 +30,22 @@ async fn watch_from_resource_version_replays_history_and_filters_by_label() {
     let server = ApiServer::new();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
     api.create(&PostParams::default(), &cm("b")).await.unwrap();
-    let mut s = api
-        .watch(&WatchParams::default().labels("app=etcd"), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut s = api.watch(&WatchParams::default().labels("app=etcd"), &rv).await.unwrap().boxed();
     match next_event(&mut s).await {
         WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("b")),
         e => panic!("unexpected {e:?}"),
     }
     // Removing the label makes the object leave the selector: the watcher sees DELETED.
-    api.patch(
-        "b",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata":{"labels":{"app":null}}})),
-    )
-    .await
-    .unwrap();
+    api.patch("b", &PatchParams::default(), &Patch::Merge(json!({"metadata":{"labels":{"app":null}}}))).await.unwrap();
     match next_event(&mut s).await {
         WatchEvent::Deleted(o) => assert_eq!(o.metadata.name.as_deref(), Some("b")),
         e => panic!("unexpected {e:?}"),
     }
-    api.patch(
-        "b",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata":{"labels":{"app":"etcd"}}})),
-    )
-    .await
-    .unwrap();
+    api.patch("b", &PatchParams::default(), &Patch::Merge(json!({"metadata":{"labels":{"app":"etcd"}}})))
+        .await
+        .unwrap();
     assert!(matches!(next_event(&mut s).await, WatchEvent::Added(_)));
 }
 
@@ -81,65 +61,32 @@ async fn bookmarks_timeout_and_initial_events_end() {
     let mut s = api.watch(&wp, "").await.unwrap().boxed();
     assert!(matches!(next_event(&mut s).await, WatchEvent::Added(_)));
     match next_event(&mut s).await {
-        WatchEvent::Bookmark(b) => assert_eq!(
-            b.metadata
-                .annotations
-                .get("k8s.io/initial-events-end")
-                .map(String::as_str),
-            Some("true")
-        ),
+        WatchEvent::Bookmark(b) => {
+            assert_eq!(b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str), Some("true"))
+        }
         e => panic!("unexpected {e:?}"),
     }
-    assert!(
-        matches!(next_event(&mut s).await, WatchEvent::Bookmark(_)),
-        "periodic bookmark"
-    );
+    assert!(matches!(next_event(&mut s).await, WatchEvent::Bookmark(_)), "periodic bookmark");
     // timeoutSeconds ends the stream.
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let mut s = api
-        .watch(&WatchParams::default().timeout(1).disable_bookmarks(), &rv)
-        .await
-        .unwrap()
-        .boxed();
-    let end = tokio::time::timeout(Duration::from_secs(10), s.next())
-        .await
-        .expect("stream ends by itself");
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut s = api.watch(&WatchParams::default().timeout(1).disable_bookmarks(), &rv).await.unwrap().boxed();
+    let end = tokio::time::timeout(Duration::from_secs(10), s.next()).await.expect("stream ends by itself");
     assert!(end.is_none());
 }
 
 #[tokio::test]
 async fn watch_older_than_history_gets_410_gone() {
-    let server = ApiServer::with_options(ApiServerOptions {
-        watch_history: 2,
-        ..Default::default()
-    });
+    let server = ApiServer::with_options(ApiServerOptions { watch_history: 2, ..Default::default() });
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let first = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     for n in ["b", "c", "d"] {
         api.create(&PostParams::default(), &cm(n)).await.unwrap();
     }
-    let mut s = api
-        .watch(
-            &WatchParams::default(),
-            &first.metadata.resource_version.unwrap(),
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let mut s = api.watch(&WatchParams::default(), &first.metadata.resource_version.unwrap()).await.unwrap().boxed();
     match next_event(&mut s).await {
         WatchEvent::Error(e) => {
             assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
-            assert!(
-                e.message.starts_with("too old resource version: "),
-                "{}",
-                e.message
-            );
+            assert!(e.message.starts_with("too old resource version: "), "{}", e.message);
         }
         e => panic!("unexpected {e:?}"),
     }
@@ -182,15 +129,8 @@ async fn runtime_watcher_survives_restart_with_history_without_relisting() {
     server.restart(true).await;
     api.create(&PostParams::default(), &cm("c")).await.unwrap();
     until_seen(&mut s, "c").await;
-    assert_eq!(
-        log.count("list", "configmaps"),
-        1,
-        "resumed without a new LIST"
-    );
-    assert!(
-        log.count("watch", "configmaps") > watches_before,
-        "the watch was re-established"
-    );
+    assert_eq!(log.count("list", "configmaps"), 1, "resumed without a new LIST");
+    assert!(log.count("watch", "configmaps") > watches_before, "the watch was re-established");
 }
 
 #[tokio::test]
@@ -209,16 +149,8 @@ async fn runtime_watcher_relists_exactly_once_when_history_is_lost() {
     until_seen(&mut s, "c").await;
     api.create(&PostParams::default(), &cm("d")).await.unwrap();
     until_seen(&mut s, "d").await;
-    assert_eq!(
-        log.count("list", "configmaps"),
-        2,
-        "exactly one relist after the history was lost"
-    );
-    assert_eq!(
-        log.count("watch", "configmaps"),
-        3,
-        "first watch, the 410 one, and the watch after the relist"
-    );
+    assert_eq!(log.count("list", "configmaps"), 2, "exactly one relist after the history was lost");
+    assert_eq!(log.count("watch", "configmaps"), 3, "first watch, the 410 one, and the watch after the relist");
 }
 
 #[tokio::test]

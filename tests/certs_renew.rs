@@ -48,11 +48,19 @@ impl Fx {
                      "etcd": {"clientUrlTls": tls("etcd-server-tls", Some("etcd-client-tls")), "peerUrlTls": tls("etcd-peer-tls", None)},
                      "backup": {}}
         });
-        let etcd_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"), "etcds");
+        let etcd_ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"),
+            "etcds",
+        );
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &etcd_ar);
         api.create(&PostParams::default(), &serde_json::from_value(etcd).unwrap()).await.expect("etcd");
         let certs: Api<Certificate> = Api::namespaced(client.clone(), NS);
-        for (name, secret) in [("etcd-server", "etcd-server-tls"), ("etcd-client", "etcd-client-tls"), ("etcd-peer", "etcd-peer-tls"), ("ingress", "ingress-tls")] {
+        for (name, secret) in [
+            ("etcd-server", "etcd-server-tls"),
+            ("etcd-client", "etcd-client-tls"),
+            ("etcd-peer", "etcd-peer-tls"),
+            ("ingress", "ingress-tls"),
+        ] {
             let c: Certificate = serde_json::from_value(json!({
                 "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
                 "metadata": {"name": name, "namespace": NS},
@@ -63,7 +71,10 @@ impl Fx {
             certs.create(&PostParams::default(), &c).await.expect("certificate");
         }
         server.add_user("cert-manager", &["system:masters"]);
-        let cm = CertManager::start(server.client_for("cert-manager"), CertManagerOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100) });
+        let cm = CertManager::start(
+            server.client_for("cert-manager"),
+            CertManagerOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100) },
+        );
         let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.expect("serve");
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("config");
@@ -130,7 +141,11 @@ async fn renew_etcd_with_wait_issues_a_new_revision_and_a_new_key_pair_for_each_
         assert!(c.condition("Issuing").is_none(), "Issuing is removed after issuance");
     }
     assert_ne!(fx.key("etcd-server-tls").await, before_key, "a new key pair is in the secret");
-    assert_eq!(fx.cert("ingress").await.status.unwrap().revision, Some(1), "certificates the Etcd does not use are left alone");
+    assert_eq!(
+        fx.cert("ingress").await.status.unwrap().revision,
+        Some(1),
+        "certificates the Etcd does not use are left alone"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,7 +192,10 @@ async fn failed_issuance_stops_wait_and_cert_status_shows_the_next_automatic_ret
 
     let out = fx.run(&["cert", "status", "etcd-server"]).await;
     let table = text(&out.stdout);
-    assert!(table.contains("NEXT RETRY") && table.contains(&next.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()), "{table}");
+    assert!(
+        table.contains("NEXT RETRY") && table.contains(&next.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        "{table}"
+    );
 
     // Once the cause is fixed, a manual renew bypasses the backoff and clears the failure.
     fx.cm.set_failing(NS, "etcd-server", false);

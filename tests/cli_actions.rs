@@ -25,14 +25,24 @@ async fn install_applies_the_crd_and_roles_and_is_idempotent() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout(&out).contains("(server dry run)"));
     assert!(
-        fx.server.get_object("apiextensions.k8s.io/v1", "customresourcedefinitions", None, "etcdoperatortasks.druid.gardener.cloud").is_none(),
+        fx.server
+            .get_object(
+                "apiextensions.k8s.io/v1",
+                "customresourcedefinitions",
+                None,
+                "etcdoperatortasks.druid.gardener.cloud"
+            )
+            .is_none(),
         "dry run stores nothing"
     );
 
     let out = fx.run(&["install", "--serve-image", "druidctl:test"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = stdout(&out);
-    assert!(text.contains("customresourcedefinition.apiextensions.k8s.io/etcdoperatortasks.druid.gardener.cloud created"), "{text}");
+    assert!(
+        text.contains("customresourcedefinition.apiextensions.k8s.io/etcdoperatortasks.druid.gardener.cloud created"),
+        "{text}"
+    );
     assert!(text.contains("clusterrole.rbac.authorization.k8s.io/druidctl:serve created"), "{text}");
     assert!(text.contains("deployment.apps/druidctl-serve created"), "{text}");
 
@@ -51,9 +61,13 @@ async fn suspend_resume_and_protection_patch_only_their_annotation() {
     let fx = Fixture::start().await;
     // An annotation druidctl does not know must survive every write.
     let api: Api<DynamicObject> = Api::namespaced_with(fx.server.client(), CONTEXT_NS, &cli_support::etcd_resource());
-    api.patch("etcd-main", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"team": "etcd"}}})))
-        .await
-        .unwrap();
+    api.patch(
+        "etcd-main",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"team": "etcd"}}})),
+    )
+    .await
+    .unwrap();
 
     let out = fx.run(&["suspend-reconcile", "etcd-main"]).await;
     assert_eq!(out.status.code(), Some(0));
@@ -87,10 +101,18 @@ async fn druid_actor(fx_server: druidctl::sim::apiserver::ApiServer) {
         let pending = e.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("gardener.cloud/operation"));
         if pending {
             let _ = api
-                .patch("etcd-main", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"gardener.cloud/operation": null}}})))
+                .patch(
+                    "etcd-main",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"annotations": {"gardener.cloud/operation": null}}})),
+                )
                 .await;
             let _ = api
-                .patch_status("etcd-main", &PatchParams::default(), &Patch::Merge(json!({"status": {"observedGeneration": e.metadata.generation}})))
+                .patch_status(
+                    "etcd-main",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"observedGeneration": e.metadata.generation}})),
+                )
                 .await;
         }
     }
@@ -102,7 +124,10 @@ async fn reconcile_wait_times_out_without_druid_and_succeeds_with_it() {
     let out = fx.run(&["reconcile", "etcd-main", "--wait", "--timeout", "1s"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "{stderr}");
-    assert!(stderr.contains("timed out after 1s waiting for etcd-druid to reconcile etcd shoot--a/etcd-main"), "{stderr}");
+    assert!(
+        stderr.contains("timed out after 1s waiting for etcd-druid to reconcile etcd shoot--a/etcd-main"),
+        "{stderr}"
+    );
     assert_eq!(annotations(&fx, "etcd-main")["gardener.cloud/operation"], "reconcile");
 
     let actor = tokio::spawn(druid_actor(fx.server.clone()));
@@ -119,7 +144,8 @@ async fn list_resources_groups_by_kind_and_status_exit_code_gates_ci() {
     let client = fx.server.client();
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), CONTEXT_NS);
     let cm = serde_json::from_value(json!({"metadata": {"name": "etcd-main-config",
-        "labels": {"app.kubernetes.io/part-of": "etcd-main", "app.kubernetes.io/managed-by": "etcd-druid"}}})).unwrap();
+        "labels": {"app.kubernetes.io/part-of": "etcd-main", "app.kubernetes.io/managed-by": "etcd-druid"}}}))
+    .unwrap();
     cms.create(&Default::default(), &cm).await.unwrap();
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), CONTEXT_NS);
     for name in ["etcd-main-0", "etcd-main-full-snap"] {
@@ -137,7 +163,10 @@ async fn list_resources_groups_by_kind_and_status_exit_code_gates_ci() {
 
     let out = fx.run(&["list-resources", "etcd-main", "-o", "name"]).await;
     let names = stdout(&out);
-    assert!(names.contains("configmap/etcd-main-config\n") && names.contains("lease.coordination.k8s.io/etcd-main-0\n"), "{names}");
+    assert!(
+        names.contains("configmap/etcd-main-config\n") && names.contains("lease.coordination.k8s.io/etcd-main-0\n"),
+        "{names}"
+    );
 
     let out = fx.run(&["list-resources", "etcd-main", "-o", "json"]).await;
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -148,11 +177,17 @@ async fn list_resources_groups_by_kind_and_status_exit_code_gates_ci() {
     let out = fx.run(&["status"]).await;
     assert_eq!(out.status.code(), Some(4));
     let text = stdout(&out);
-    assert!(text.contains("Etcd shoot--a/etcd-events: QuorumLost") && text.contains("Etcd shoot--a/etcd-main: QuorumLost"), "{text}");
+    assert!(
+        text.contains("Etcd shoot--a/etcd-events: QuorumLost") && text.contains("Etcd shoot--a/etcd-main: QuorumLost"),
+        "{text}"
+    );
     assert!(text.contains("`druidctl install` installs it"), "{text}");
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
     let out = fx.run(&["status", "-A", "-o", "name"]).await;
-    assert_eq!(stdout(&out), "etcd.druid.gardener.cloud/etcd-events\netcd.druid.gardener.cloud/etcd-main\netcd.druid.gardener.cloud/etcd-other\n");
+    assert_eq!(
+        stdout(&out),
+        "etcd.druid.gardener.cloud/etcd-events\netcd.druid.gardener.cloud/etcd-main\netcd.druid.gardener.cloud/etcd-other\n"
+    );
     let out = fx.run(&["status", "-A", "-l", "role=none"]).await;
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), "No Etcds found.\n");

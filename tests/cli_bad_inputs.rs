@@ -44,12 +44,24 @@ const CASES: &[Case] = &[
     Case { args: &["protection", "toggle", "etcd-main"], code: USAGE, says: "unrecognized subcommand" },
     Case { args: &["completion", "tcsh"], code: USAGE, says: "invalid value 'tcsh'" },
     Case { args: &["install", "--print", "--dry-run"], code: USAGE, says: "cannot be used with" },
-    Case { args: &["install", "--serve-image", "x", "--serve-namespace", "Bad_NS"], code: USAGE, says: "invalid --serve-namespace" },
+    Case {
+        args: &["install", "--serve-image", "x", "--serve-namespace", "Bad_NS"],
+        code: USAGE,
+        says: "invalid --serve-namespace",
+    },
     Case { args: &["--kubeconfig", "/nonexistent/config", "status"], code: USAGE, says: "cannot load kubeconfig" },
     Case { args: &["--context", "nope", "status"], code: NOT_FOUND, says: "context \"nope\" not found" },
-    Case { args: &["status", "etcd-nope"], code: NOT_FOUND, says: "etcd \"etcd-nope\" not found in namespace \"shoot--a\"" },
+    Case {
+        args: &["status", "etcd-nope"],
+        code: NOT_FOUND,
+        says: "etcd \"etcd-nope\" not found in namespace \"shoot--a\"",
+    },
     Case { args: &["status", "etcd-other"], code: NOT_FOUND, says: "did you mean -n shoot--b?" },
-    Case { args: &["reconcile", "shoot--b/etcd-missing"], code: NOT_FOUND, says: "not found in namespace \"shoot--b\"" },
+    Case {
+        args: &["reconcile", "shoot--b/etcd-missing"],
+        code: NOT_FOUND,
+        says: "not found in namespace \"shoot--b\"",
+    },
     Case { args: &["protection", "disable", "-l", "role=none"], code: NOT_FOUND, says: "not found" },
     Case { args: &["reconcile", "etcd-events"], code: REJECTED, says: "is suspended" },
     Case { args: &["reconcile", "etcd-main", "etcd-events"], code: REJECTED, says: "resume-reconcile" },
@@ -79,7 +91,10 @@ async fn bad_inputs_fail_with_one_line_their_exit_code_and_no_change() {
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         let lines = stderr.lines().count();
         if code != case.code || lines != 1 || !stderr.contains(case.says) || !stderr.starts_with("error: ") {
-            failures.push(format!("{:?}: exit {code} (want {}), stderr {stderr:?} (want one line with {:?})", case.args, case.code, case.says));
+            failures.push(format!(
+                "{:?}: exit {code} (want {}), stderr {stderr:?} (want one line with {:?})",
+                case.args, case.code, case.says
+            ));
         }
         if !out.stdout.is_empty() {
             failures.push(format!("{:?}: printed to stdout: {:?}", case.args, String::from_utf8_lossy(&out.stdout)));
@@ -99,7 +114,9 @@ async fn a_user_without_permission_is_told_forbidden_and_changes_nothing() {
     let kc = fx.kubeconfig_for("intern");
     let writes_before = fx.writes();
     for args in [&["reconcile", "etcd-main"][..], &["status", "etcd-main"], &["protection", "disable", "etcd-main"]] {
-        let out = cli_support::run_with(cli_support::bin(), args, &[("KUBECONFIG", kc.to_str().unwrap())], fx.dir.path()).await;
+        let out =
+            cli_support::run_with(cli_support::bin(), args, &[("KUBECONFIG", kc.to_str().unwrap())], fx.dir.path())
+                .await;
         let line = one_line(&out.stderr);
         assert_eq!(out.status.code(), Some(FORBIDDEN), "{args:?}: {line}");
         assert!(line.contains("forbidden"), "{line}");
@@ -129,7 +146,9 @@ async fn an_unreachable_api_server_is_one_line_and_operation_failed() {
         ),
     )
     .unwrap();
-    let out = cli_support::run_with(cli_support::bin(), &["status"], &[("KUBECONFIG", kc.to_str().unwrap())], dir.path()).await;
+    let out =
+        cli_support::run_with(cli_support::bin(), &["status"], &[("KUBECONFIG", kc.to_str().unwrap())], dir.path())
+            .await;
     let line = one_line(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{line}");
     assert!(line.contains("cannot reach the API server"), "{line}");

@@ -21,8 +21,15 @@ fn files_under(root: &Path, dirs: &[&str]) -> BTreeSet<String> {
 fn generated_artifacts_are_up_to_date() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_druidctl")).args(["generate", "--out"]).arg(tmp.path()).output().unwrap();
-    assert!(out.status.success(), "{:?} {} {}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_druidctl")).args(["generate", "--out"]).arg(tmp.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} {} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let generated = files_under(tmp.path(), &["completions", "man", "deploy"]);
     assert!(generated.len() >= 15, "{generated:?}");
     let mut stale = Vec::new();

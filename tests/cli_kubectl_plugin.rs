@@ -27,7 +27,13 @@ fn plugin_dir(root: &Path) -> std::path::PathBuf {
 async fn kubectl(fx: &Fixture, path_dir: &Path, args: &[&str]) -> std::process::Output {
     let path = format!("{}:/usr/bin:/bin", path_dir.display());
     // kubectl refuses flags before a plugin name; HOME (a temp dir) keeps its cache out of the way.
-    cli_support::run_with(KUBECTL, args, &[("KUBECONFIG", fx.kubeconfig.to_str().unwrap()), ("PATH", &path)], fx.dir.path()).await
+    cli_support::run_with(
+        KUBECTL,
+        args,
+        &[("KUBECONFIG", fx.kubeconfig.to_str().unwrap()), ("PATH", &path)],
+        fx.dir.path(),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,7 +41,8 @@ async fn kubectl_druid_status_uses_the_current_contexts_namespace() {
     let fx = Fixture::start().await;
     // An Etcd of the same name in "default": the plugin must not fall back to it.
     let api: Api<DynamicObject> = Api::namespaced_with(fx.server.client(), "default", &cli_support::etcd_resource());
-    let decoy: DynamicObject = serde_json::from_value(cli_support::etcd_json("default", "etcd-main", 1, serde_json::json!({}))).unwrap();
+    let decoy: DynamicObject =
+        serde_json::from_value(cli_support::etcd_json("default", "etcd-main", 1, serde_json::json!({}))).unwrap();
     api.create(&PostParams::default(), &decoy).await.unwrap();
     let bin = plugin_dir(fx.dir.path());
 

@@ -43,7 +43,11 @@ fn healthy() -> HealthInputs {
             replicas: 3,
             volume_claim_template: Some("main-etcd".into()),
             backup: BackupSpec {
-                store: Some(StoreSpec { prefix: "etcd-main".into(), provider: Some("local".into()), ..Default::default() }),
+                store: Some(StoreSpec {
+                    prefix: "etcd-main".into(),
+                    provider: Some("local".into()),
+                    ..Default::default()
+                }),
                 delta_snapshot_period: Some("20s".into()),
                 ..Default::default()
             },
@@ -89,12 +93,19 @@ fn healthy() -> HealthInputs {
             spec: Some(PodSpec { node_name: Some(format!("node-{}", ["a", "b", "c"][i])), ..Default::default() }),
             status: Some(PodStatus {
                 phase: Some("Running".into()),
-                conditions: Some(vec![PodCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() }]),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    ..Default::default()
+                }]),
                 container_statuses: Some(vec![ContainerStatus {
                     name: "etcd".into(),
                     ready: true,
                     restart_count: 0,
-                    state: Some(ContainerState { running: Some(ContainerStateRunning::default()), ..Default::default() }),
+                    state: Some(ContainerState {
+                        running: Some(ContainerStateRunning::default()),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }]),
                 ..Default::default()
@@ -118,7 +129,13 @@ fn healthy() -> HealthInputs {
         }),
     };
     let mut leases: Vec<Lease> = (0..3)
-        .map(|i| lease(&format!("{ETCD}-{i}"), &format!("{}:{}", ids[i], if i == 0 { "Leader" } else { "Member" }), 3 + i as i64))
+        .map(|i| {
+            lease(
+                &format!("{ETCD}-{i}"),
+                &format!("{}:{}", ids[i], if i == 0 { "Leader" } else { "Member" }),
+                3 + i as i64,
+            )
+        })
         .collect();
     leases.push(lease(&format!("{ETCD}-full-snap"), "48213", 3 * 3600));
     leases.push(lease(&format!("{ETCD}-delta-snap"), "48977", 40));
@@ -196,8 +213,12 @@ fn status_backups_stale() {
     let mut inputs = healthy();
     for l in &mut inputs.leases {
         match l.metadata.name.as_deref() {
-            Some(n) if n.ends_with("-full-snap") => l.spec.as_mut().unwrap().renew_time = Some(MicroTime(ago(30 * 3600))),
-            Some(n) if n.ends_with("-delta-snap") => l.spec.as_mut().unwrap().renew_time = Some(MicroTime(ago(2 * 3600))),
+            Some(n) if n.ends_with("-full-snap") => {
+                l.spec.as_mut().unwrap().renew_time = Some(MicroTime(ago(30 * 3600)))
+            }
+            Some(n) if n.ends_with("-delta-snap") => {
+                l.spec.as_mut().unwrap().renew_time = Some(MicroTime(ago(2 * 3600)))
+            }
             _ => {}
         }
     }
@@ -207,7 +228,13 @@ fn status_backups_stale() {
     insta::assert_snapshot!(text);
 }
 
-fn task(name: &str, type_: &str, state: TaskState, created_ago: i64, op: Option<(&str, OperationState)>) -> EtcdOperatorTask {
+fn task(
+    name: &str,
+    type_: &str,
+    state: TaskState,
+    created_ago: i64,
+    op: Option<(&str, OperationState)>,
+) -> EtcdOperatorTask {
     let mut t = EtcdOperatorTask::new(
         name,
         EtcdOperatorTaskSpec {
@@ -238,8 +265,20 @@ fn status_with_a_task_running() {
     let mut other = task("snap-other", "OnDemandSnapshotTask", TaskState::Succeeded, 60, None);
     other.spec.owner_etcd_refrence.name = "etcd-events".into();
     inputs.tasks = Some(vec![
-        task("full-snap-1", "OnDemandSnapshotTask", TaskState::Succeeded, 7200, Some(("TriggerFullSnapshot", OperationState::Completed))),
-        task("maint-1", "OnDemandMaintenanceTask", TaskState::InProgress, 90, Some(("DefragmentMember", OperationState::InProgress))),
+        task(
+            "full-snap-1",
+            "OnDemandSnapshotTask",
+            TaskState::Succeeded,
+            7200,
+            Some(("TriggerFullSnapshot", OperationState::Completed)),
+        ),
+        task(
+            "maint-1",
+            "OnDemandMaintenanceTask",
+            TaskState::InProgress,
+            90,
+            Some(("DefragmentMember", OperationState::InProgress)),
+        ),
         other,
     ]);
     inputs.etcd.metadata.annotations =
@@ -257,7 +296,10 @@ fn status_json_is_the_whole_model() {
     let doc = document(&[report]);
     assert_eq!(doc["kind"], "EtcdHealthList");
     let item = &doc["items"][0];
-    assert_eq!(item["quorum"], serde_json::json!({"members": 3, "ready": 2, "needed": 2, "tolerableFailures": 0, "quorate": true}));
+    assert_eq!(
+        item["quorum"],
+        serde_json::json!({"members": 3, "ready": 2, "needed": 2, "tolerableFailures": 0, "quorate": true})
+    );
     assert_eq!(item["members"][1]["reason"], "CrashLooping", "the pod says more than the expired lease");
     assert_eq!(item["members"][1]["status"], "NotReady");
     assert_eq!(item["members"][1]["pod"]["restarts"], 7);

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use serde_json::{Value, json};
 
@@ -17,11 +15,7 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 }
 
 fn etcds(server: &ApiServer) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        server.client(),
-        "default",
-        &resource("druid.gardener.cloud", "v1alpha1", "Etcd", "etcds"),
-    )
+    Api::namespaced_with(server.client(), "default", &resource("druid.gardener.cloud", "v1alpha1", "Etcd", "etcds"))
 }
 
 fn etcd(name: &str, replicas: i64) -> Value {
@@ -44,9 +38,7 @@ fn dynamic(v: Value) -> DynamicObject {
 
 fn server() -> ApiServer {
     let server = ApiServer::new();
-    server
-        .register_upstream_crds()
-        .expect("every vendored CRD registers (all CEL rules compile)");
+    server.register_upstream_crds().expect("every vendored CRD registers (all CEL rules compile)");
     server
 }
 
@@ -71,33 +63,18 @@ fn skipped() -> (String, String, String) {
 /// `(reason, field, message)` of each cause of a 422.
 fn causes(s: &Status) -> Vec<(String, String, String)> {
     let details = s.details.as_ref().expect("422 carries details");
-    details
-        .causes
-        .iter()
-        .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
-        .collect()
+    details.causes.iter().map(|c| (c.reason.clone(), c.field.clone(), c.message.clone())).collect()
 }
 
-async fn patch_replicas(
-    api: &Api<DynamicObject>,
-    name: &str,
-    replicas: i64,
-) -> Result<DynamicObject, kube::Error> {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-    )
-    .await
+async fn patch_replicas(api: &Api<DynamicObject>, name: &str, replicas: i64) -> Result<DynamicObject, kube::Error> {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}}))).await
 }
 
 #[tokio::test]
 async fn etcd_replicas_shrink_is_refused_except_to_zero() {
     let server = server();
     let api = etcds(&server);
-    api.create(&PostParams::default(), &dynamic(etcd("etcd-main", 3)))
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &dynamic(etcd("etcd-main", 3))).await.unwrap();
 
     let e = api_err(patch_replicas(&api, "etcd-main", 1).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
@@ -128,17 +105,10 @@ async fn etcd_without_required_fields_is_refused() {
     for f in ["labels", "etcd", "backup"] {
         obj["spec"].as_object_mut().unwrap().remove(f);
     }
-    let e = api_err(
-        api.create(&PostParams::default(), &dynamic(obj))
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(api.create(&PostParams::default(), &dynamic(obj)).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    let required: Vec<(String, String)> = causes(&e)
-        .into_iter()
-        .filter(|(r, _, _)| r == "FieldValueRequired")
-        .map(|(_, f, m)| (f, m))
-        .collect();
+    let required: Vec<(String, String)> =
+        causes(&e).into_iter().filter(|(r, _, _)| r == "FieldValueRequired").map(|(_, f, m)| (f, m)).collect();
     assert_eq!(
         required,
         vec![
@@ -147,16 +117,7 @@ async fn etcd_without_required_fields_is_refused() {
             ("spec.labels".into(), "Required value".into()),
         ]
     );
-    assert!(
-        server
-            .get_object(
-                "druid.gardener.cloud/v1alpha1",
-                "etcds",
-                Some("default"),
-                "etcd-bare"
-            )
-            .is_none()
-    );
+    assert!(server.get_object("druid.gardener.cloud/v1alpha1", "etcds", Some("default"), "etcd-bare").is_none());
 }
 
 #[tokio::test]
@@ -165,11 +126,7 @@ async fn enum_and_pattern_violations_and_pruning() {
     let api = etcds(&server);
     let mut obj = etcd("etcd-enum", 3);
     obj["spec"]["etcd"]["metrics"] = json!("verbose");
-    let e = api_err(
-        api.create(&PostParams::default(), &dynamic(obj))
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(api.create(&PostParams::default(), &dynamic(obj)).await.unwrap_err());
     assert_eq!(
         causes(&e),
         vec![
@@ -184,11 +141,7 @@ async fn enum_and_pattern_violations_and_pruning() {
 
     let mut obj = etcd("etcd-pattern", 3);
     obj["spec"]["memberNamePrefix"] = json!("Bad_Prefix");
-    let e = api_err(
-        api.create(&PostParams::default(), &dynamic(obj))
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(api.create(&PostParams::default(), &dynamic(obj)).await.unwrap_err());
     assert_eq!(
         causes(&e),
         vec![(
@@ -200,23 +153,9 @@ async fn enum_and_pattern_violations_and_pruning() {
 
     let mut obj = etcd("etcd-pruned", 3);
     obj["spec"]["unknownField"] = json!("dropped");
-    let created = api
-        .create(&PostParams::default(), &dynamic(obj))
-        .await
-        .unwrap();
-    assert!(
-        created.data["spec"].get("unknownField").is_none(),
-        "{:?}",
-        created.data
-    );
-    let stored = server
-        .get_object(
-            "druid.gardener.cloud/v1alpha1",
-            "etcds",
-            Some("default"),
-            "etcd-pruned",
-        )
-        .unwrap();
+    let created = api.create(&PostParams::default(), &dynamic(obj)).await.unwrap();
+    assert!(created.data["spec"].get("unknownField").is_none(), "{:?}", created.data);
+    let stored = server.get_object("druid.gardener.cloud/v1alpha1", "etcds", Some("default"), "etcd-pruned").unwrap();
     assert!(stored["spec"].get("unknownField").is_none());
     assert_eq!(stored["spec"]["labels"]["role"], "main");
 }
@@ -225,37 +164,26 @@ async fn enum_and_pattern_violations_and_pruning() {
 async fn status_subresource_is_validated_against_the_status_schema() {
     let server = server();
     let api = etcds(&server);
-    api.create(&PostParams::default(), &dynamic(etcd("etcd-status", 3)))
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &dynamic(etcd("etcd-status", 3))).await.unwrap();
     let e = api_err(
-        api.patch_status(
-            "etcd-status",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"ready": "yes"}})),
-        )
-        .await
-        .unwrap_err(),
+        api.patch_status("etcd-status", &PatchParams::default(), &Patch::Merge(json!({"status": {"ready": "yes"}})))
+            .await
+            .unwrap_err(),
     );
     assert_eq!(
         causes(&e),
         vec![
             (
-            "FieldValueTypeInvalid".into(),
-            "status.ready".into(),
-            r#"Invalid value: "string": status.ready in body must be of type boolean: "string""#
-                .into()
+                "FieldValueTypeInvalid".into(),
+                "status.ready".into(),
+                r#"Invalid value: "string": status.ready in body must be of type boolean: "string""#.into()
             ),
             skipped(),
         ]
     );
-    api.patch_status(
-        "etcd-status",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"ready": true}})),
-    )
-    .await
-    .unwrap();
+    api.patch_status("etcd-status", &PatchParams::default(), &Patch::Merge(json!({"status": {"ready": true}})))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -264,12 +192,7 @@ async fn etcd_ops_task_cel_rules_and_defaults() {
     let api: Api<DynamicObject> = Api::namespaced_with(
         server.client(),
         "default",
-        &resource(
-            "druid.gardener.cloud",
-            "v1alpha1",
-            "EtcdOpsTask",
-            "etcdopstasks",
-        ),
+        &resource("druid.gardener.cloud", "v1alpha1", "EtcdOpsTask", "etcdopstasks"),
     );
     let task = |ty: &str| {
         dynamic(json!({
@@ -277,11 +200,7 @@ async fn etcd_ops_task_cel_rules_and_defaults() {
             "spec": {"etcdName": "etcd-main", "config": {"onDemandSnapshot": {"type": ty, "isFinal": true}}}
         }))
     };
-    let e = api_err(
-        api.create(&PostParams::default(), &task("delta"))
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(api.create(&PostParams::default(), &task("delta")).await.unwrap_err());
     assert_eq!(
         causes(&e),
         vec![(
@@ -290,22 +209,12 @@ async fn etcd_ops_task_cel_rules_and_defaults() {
             "Invalid value: isFinal must be false (or omitted) when type is 'delta'".into()
         )]
     );
-    let created = api
-        .create(&PostParams::default(), &task("full"))
-        .await
-        .unwrap();
-    assert_eq!(
-        created.data["spec"]["ttlSecondsAfterFinished"], 3600,
-        "default applied"
-    );
+    let created = api.create(&PostParams::default(), &task("full")).await.unwrap();
+    assert_eq!(created.data["spec"]["ttlSecondsAfterFinished"], 3600, "default applied");
     let e = api_err(
-        api.patch(
-            "snap",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"etcdName": "other"}})),
-        )
-        .await
-        .unwrap_err(),
+        api.patch("snap", &PatchParams::default(), &Patch::Merge(json!({"spec": {"etcdName": "other"}})))
+            .await
+            .unwrap_err(),
     );
     assert_eq!(
         causes(&e),
@@ -332,12 +241,7 @@ async fn cert_manager_and_mcm_resources_are_validated() {
             "spec": {"secretName": "tls", "issuerRef": {"name": "ca"}, "privateKey": {"algorithm": alg}}
         }))
     };
-    let e = api_err(
-        certs
-            .create(&PostParams::default(), &cert("DSA"))
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(certs.create(&PostParams::default(), &cert("DSA")).await.unwrap_err());
     assert_eq!(
         causes(&e),
         vec![(
@@ -346,20 +250,12 @@ async fn cert_manager_and_mcm_resources_are_validated() {
             r#"Unsupported value: "DSA": supported values: "RSA", "ECDSA", "Ed25519""#.into()
         )]
     );
-    certs
-        .create(&PostParams::default(), &cert("ECDSA"))
-        .await
-        .unwrap();
+    certs.create(&PostParams::default(), &cert("ECDSA")).await.unwrap();
 
     let mds: Api<DynamicObject> = Api::namespaced_with(
         server.client(),
         "default",
-        &resource(
-            "machine.sapcloud.io",
-            "v1alpha1",
-            "MachineDeployment",
-            "machinedeployments",
-        ),
+        &resource("machine.sapcloud.io", "v1alpha1", "MachineDeployment", "machinedeployments"),
     );
     let md = dynamic(json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment", "metadata": {"name": "md"},
@@ -371,8 +267,7 @@ async fn cert_manager_and_mcm_resources_are_validated() {
         vec![(
             "FieldValueTypeInvalid".into(),
             "spec.replicas".into(),
-            r#"Invalid value: "string": spec.replicas in body must be of type integer: "string""#
-                .into()
+            r#"Invalid value: "string": spec.replicas in body must be of type integer: "string""#.into()
         )]
     );
 }
@@ -387,22 +282,11 @@ struct Kubectl {
 
 impl Kubectl {
     async fn start(server: &ApiServer) -> Kubectl {
-        let endpoint = server
-            .serve_http("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("config");
-        std::fs::write(
-            &kubeconfig,
-            server.kubeconfig_yaml(&endpoint.url, "admin", Some("default")),
-        )
-        .unwrap();
-        Kubectl {
-            dir,
-            kubeconfig,
-            _endpoint: endpoint,
-        }
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml(&endpoint.url, "admin", Some("default"))).unwrap();
+        Kubectl { dir, kubeconfig, _endpoint: endpoint }
     }
 
     /// Runs kubectl off the async runtime (the server lives on it).
@@ -460,85 +344,30 @@ impl Kubectl {
 async fn kubectl_sees_the_replicas_rule_and_required_fields() {
     let server = server();
     let k = Kubectl::start(&server).await;
-    k.ok(
-        &["create", "-f", "-"],
-        Some(etcd("etcd-main", 3).to_string()),
-    )
-    .await;
+    k.ok(&["create", "-f", "-"], Some(etcd("etcd-main", 3).to_string())).await;
 
-    let err = k
-        .fails(
-            &[
-                "patch",
-                "etcd",
-                "etcd-main",
-                "--type",
-                "merge",
-                "-p",
-                r#"{"spec":{"replicas":1}}"#,
-            ],
-            None,
-        )
-        .await;
+    let err =
+        k.fails(&["patch", "etcd", "etcd-main", "--type", "merge", "-p", r#"{"spec":{"replicas":1}}"#], None).await;
     assert!(
         err.contains(r#"The Etcd "etcd-main" is invalid: spec.replicas: Invalid value: 1: Replicas can either be increased or be downscaled to 0."#),
         "{err}"
     );
     // the scale subresource writes spec.replicas through the same validation
-    let err = k
-        .fails(&["scale", "etcd", "etcd-main", "--replicas=2"], None)
-        .await;
+    let err = k.fails(&["scale", "etcd", "etcd-main", "--replicas=2"], None).await;
     assert!(
         err.contains("spec.replicas: Invalid value: 2: Replicas can either be increased or be downscaled to 0."),
         "{err}"
     );
-    k.ok(
-        &[
-            "patch",
-            "etcd",
-            "etcd-main",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"replicas":5}}"#,
-        ],
-        None,
-    )
-    .await;
-    k.ok(
-        &[
-            "patch",
-            "etcd",
-            "etcd-main",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"replicas":0}}"#,
-        ],
-        None,
-    )
-    .await;
-    let replicas = k
-        .ok(
-            &[
-                "get",
-                "etcd",
-                "etcd-main",
-                "-o",
-                "jsonpath={.spec.replicas}",
-            ],
-            None,
-        )
-        .await;
+    k.ok(&["patch", "etcd", "etcd-main", "--type", "merge", "-p", r#"{"spec":{"replicas":5}}"#], None).await;
+    k.ok(&["patch", "etcd", "etcd-main", "--type", "merge", "-p", r#"{"spec":{"replicas":0}}"#], None).await;
+    let replicas = k.ok(&["get", "etcd", "etcd-main", "-o", "jsonpath={.spec.replicas}"], None).await;
     assert_eq!(replicas.trim(), "0");
 
     let mut bare = etcd("etcd-bare", 3);
     for f in ["labels", "etcd", "backup"] {
         bare["spec"].as_object_mut().unwrap().remove(f);
     }
-    let err = k
-        .fails(&["create", "-f", "-"], Some(bare.to_string()))
-        .await;
+    let err = k.fails(&["create", "-f", "-"], Some(bare.to_string())).await;
     for field in ["spec.backup", "spec.etcd", "spec.labels"] {
         assert!(err.contains(&format!("{field}: Required value")), "{err}");
     }

@@ -41,11 +41,15 @@ fn demo_recovers_the_snapshotted_keys_reports_the_lost_ones_and_cleans_up() {
     };
     let stdout = out_thread.join().unwrap();
     let stderr = err_thread.join().unwrap();
-    let status = status.unwrap_or_else(|| panic!("demo did not finish within 150 s; stdout:\n{stdout}\nstderr:\n{stderr}"));
+    let status =
+        status.unwrap_or_else(|| panic!("demo did not finish within 150 s; stdout:\n{stdout}\nstderr:\n{stderr}"));
     assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("survived: 12/12 keys written before the snapshot"), "{stdout}");
     assert!(stdout.contains("lost:     4/4 keys written after the snapshot"), "{stdout}");
-    assert!(stdout.contains("Timeline:") && stdout.contains("DeletePersistentVolumeClaims") && stdout.contains("total"), "{stdout}");
+    assert!(
+        stdout.contains("Timeline:") && stdout.contains("DeletePersistentVolumeClaims") && stdout.contains("total"),
+        "{stdout}"
+    );
     // Everything lived under TMPDIR and is gone, processes included.
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "the demo removes its state: {left:?}");

@@ -63,7 +63,8 @@ async fn playground_etcd_has_issued_certificates_and_members_on_machine_nodes() 
     // Every member pod runs on a Node backed by a Machine; one member per node.
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
     let nodes: Vec<Node> = Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items;
-    let machines: Vec<Machine> = Api::<Machine>::namespaced(client.clone(), &ns).list(&ListParams::default()).await.unwrap().items;
+    let machines: Vec<Machine> =
+        Api::<Machine>::namespaced(client.clone(), &ns).list(&ListParams::default()).await.unwrap().items;
     assert_eq!(machines.len(), 3, "one machine per member");
     let mut hosts = Vec::new();
     for i in 0..3 {
@@ -80,10 +81,17 @@ async fn playground_etcd_has_issued_certificates_and_members_on_machine_nodes() 
     // The real binary lists them by Etcd.
     let home = tempfile::tempdir().unwrap();
     let kc = pg.kubeconfig_path().to_str().unwrap().to_string();
-    let out = run_with(bin(), &["cert", "status", "--etcd", pg.etcd_name(), "-o", "json"], &[("KUBECONFIG", &kc)], home.path()).await;
+    let out = run_with(
+        bin(),
+        &["cert", "status", "--etcd", pg.etcd_name(), "-o", "json"],
+        &[("KUBECONFIG", &kc)],
+        home.path(),
+    )
+    .await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut listed: Vec<String> = doc["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap().to_string()).collect();
+    let mut listed: Vec<String> =
+        doc["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap().to_string()).collect();
     listed.sort();
     let mut expected: Vec<String> = certs.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
     expected.sort();

@@ -126,9 +126,10 @@ async fn member_restore_removes_cleans_adds_as_learner_and_promotes_while_keepin
     let c0 = cluster.client(0);
     druidctl::sim::etcd::cluster::retry_transient(Duration::from_secs(20), || c0.member_remove(bad_id)).await.unwrap();
     bad.wipe_data().unwrap();
-    let added = druidctl::sim::etcd::cluster::add_member_retrying(&c0, &[bad.peer_url()], true, Duration::from_secs(20))
-        .await
-        .unwrap();
+    let added =
+        druidctl::sim::etcd::cluster::add_member_retrying(&c0, &[bad.peer_url()], true, Duration::from_secs(20))
+            .await
+            .unwrap();
     let members = c0.member_list().await.unwrap();
     bad.update_config(|c| {
         c.initial_cluster = druidctl::sim::etcd::cluster::initial_cluster_for_join(&members, added.id, &c.name);
@@ -177,7 +178,8 @@ async fn no_etcd_process_survives_its_supervisor() {
 }
 
 fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
 }
 
 /// Helper for the test below: runs only inside the child process it spawns.

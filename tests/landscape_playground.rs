@@ -104,7 +104,8 @@ async fn a_snapshot_taken_through_the_sidecar_api_restores_into_a_fresh_member()
     let text = pg.server().client().request_text(req).await.expect("sidecar answers through the proxy");
     let info: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(info["kind"], "Full", "{text}");
-    let snap = dir.path().join("backups").join(&ns).join(format!("{ns}_etcd-main")).join(info["snapName"].as_str().unwrap());
+    let snap =
+        dir.path().join("backups").join(&ns).join(format!("{ns}_etcd-main")).join(info["snapName"].as_str().unwrap());
     assert!(snap.exists(), "{} in the object store", snap.display());
     let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(pg.server().client(), &ns)
         .get("etcd-main-full-snap")
@@ -163,8 +164,12 @@ async fn component_protection_blocks_operators_until_disabled_and_kubectl_sees_t
     assert!(err.to_string().contains("disable-etcd-component-protection"), "{err}");
     let etcds = Api::<druidctl::api::Etcd>::namespaced(pg.server().client(), &ns);
     etcds
-        .patch("etcd-main", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"annotations": {
-            "druid.gardener.cloud/disable-etcd-component-protection": ""}}})))
+        .patch(
+            "etcd-main",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+            "druid.gardener.cloud/disable-etcd-component-protection": ""}}})),
+        )
         .await
         .unwrap();
     sts.patch("etcd-main", &PatchParams::default(), &Patch::Merge(&scale)).await.expect("allowed once disabled");
@@ -175,7 +180,9 @@ async fn component_protection_blocks_operators_until_disabled_and_kubectl_sees_t
     {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
-        for name in ["etcd-main-0", "etcd-main-2", "etcd-main-etcd-main-1", "etcd-main-full-snap", "statefulset.apps/etcd-main"] {
+        for name in
+            ["etcd-main-0", "etcd-main-2", "etcd-main-etcd-main-1", "etcd-main-full-snap", "statefulset.apps/etcd-main"]
+        {
             assert!(stdout.contains(name), "kubectl output lacks {name}:\n{stdout}");
         }
         eprintln!("{stdout}");
@@ -199,10 +206,15 @@ async fn manual_quorum_loss_recovery_restores_the_snapshotted_keys_and_scales_ba
     for i in 0..10 {
         c.put(format!("/before/{i}"), "a").await.unwrap();
     }
-    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/full")).body(Vec::new()).unwrap();
+    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/full"))
+        .body(Vec::new())
+        .unwrap();
     admin.request_text(req).await.unwrap();
     c.put("/delta/1", "b").await.unwrap();
-    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/delta")).body(Vec::new()).unwrap();
+    let req =
+        http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/delta"))
+            .body(Vec::new())
+            .unwrap();
     admin.request_text(req).await.unwrap();
     pg.break_(BreakKind::BackupFailing, &BreakTarget::default()).await.unwrap();
     c.put("/after/1", "lost").await.unwrap();
@@ -214,15 +226,25 @@ async fn manual_quorum_loss_recovery_restores_the_snapshotted_keys_and_scales_ba
     let sts = Api::<StatefulSet>::namespaced(admin.clone(), &ns);
     let pp = PatchParams::default();
     etcds
-        .patch("etcd-main", &pp, &Patch::Merge(&json!({"metadata": {"annotations": {
+        .patch(
+            "etcd-main",
+            &pp,
+            &Patch::Merge(&json!({"metadata": {"annotations": {
             "druid.gardener.cloud/suspend-etcd-spec-reconcile": "true",
-            "druid.gardener.cloud/disable-etcd-component-protection": ""}}})))
+            "druid.gardener.cloud/disable-etcd-component-protection": ""}}})),
+        )
         .await
         .unwrap();
     sts.patch("etcd-main", &pp, &Patch::Merge(&json!({"spec": {"replicas": 0}}))).await.unwrap();
     let pods = Api::<Pod>::namespaced(admin.clone(), &ns);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !pods.list(&ListParams::default().labels("app.kubernetes.io/part-of=etcd-main")).await.unwrap().items.is_empty() {
+    while !pods
+        .list(&ListParams::default().labels("app.kubernetes.io/part-of=etcd-main"))
+        .await
+        .unwrap()
+        .items
+        .is_empty()
+    {
         assert!(Instant::now() < deadline, "pods did not go away");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -248,9 +270,13 @@ async fn manual_quorum_loss_recovery_restores_the_snapshotted_keys_and_scales_ba
     sts.patch("etcd-main", &pp, &Patch::Merge(&json!({"spec": {"replicas": 1}}))).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let ready = pods.get_opt("etcd-main-0").await.unwrap().and_then(|p| p.status).and_then(|s| s.conditions).is_some_and(|cs| {
-            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-        });
+        let ready = pods
+            .get_opt("etcd-main-0")
+            .await
+            .unwrap()
+            .and_then(|p| p.status)
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
         if ready {
             break;
         }
@@ -258,15 +284,22 @@ async fn manual_quorum_loss_recovery_restores_the_snapshotted_keys_and_scales_ba
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     etcds
-        .patch("etcd-main", &pp, &Patch::Merge(&json!({"metadata": {"annotations": {
+        .patch(
+            "etcd-main",
+            &pp,
+            &Patch::Merge(&json!({"metadata": {"annotations": {
             "druid.gardener.cloud/suspend-etcd-spec-reconcile": null,
             "druid.gardener.cloud/disable-etcd-component-protection": null,
-            "gardener.cloud/operation": "reconcile"}}})))
+            "gardener.cloud/operation": "reconcile"}}})),
+        )
         .await
         .unwrap();
     pg.wait_ready(Duration::from_secs(45)).await.expect("back to 3 ready members");
     let e = etcds.get("etcd-main").await.unwrap();
-    assert!(!e.metadata.annotations.unwrap_or_default().contains_key("gardener.cloud/operation"), "druid removes the annotation");
+    assert!(
+        !e.metadata.annotations.unwrap_or_default().contains_key("gardener.cloud/operation"),
+        "druid removes the annotation"
+    );
     let c = pg.etcd_client(&ns, 2).unwrap();
     assert_eq!(c.get_prefix("/before/").await.unwrap().len(), 10, "keys of the full snapshot are back");
     assert!(c.get("/delta/1").await.unwrap().is_some(), "keys of the delta snapshot are back");
@@ -325,7 +358,9 @@ async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
     let ns = pg.namespaces()[0].clone();
     let admin = pg.server().client();
     let proxy = |what: &str| {
-        http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/{what}")).body(Vec::new()).unwrap()
+        http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/{what}"))
+            .body(Vec::new())
+            .unwrap()
     };
     let c = pg.etcd_client(&ns, 0).unwrap();
     c.put("full", "1").await.unwrap();
@@ -348,7 +383,9 @@ async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
     let deadline = Instant::now() + Duration::from_secs(40);
     let job = loop {
         let j = jobs.get("etcd-main-compactor").await.unwrap();
-        if j.status.as_ref().and_then(|s| s.completion_time.as_ref()).is_some() || j.status.as_ref().and_then(|s| s.failed).unwrap_or(0) > 0 {
+        if j.status.as_ref().and_then(|s| s.completion_time.as_ref()).is_some()
+            || j.status.as_ref().and_then(|s| s.failed).unwrap_or(0) > 0
+        {
             break j;
         }
         assert!(Instant::now() < deadline, "compaction job did not finish");
@@ -372,7 +409,10 @@ async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
     }
     drop(check);
 
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"), "etcdcopybackupstasks");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"),
+        "etcdcopybackupstasks",
+    );
     let tasks: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &ns, &ar);
     let task: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "EtcdCopyBackupsTask",

@@ -41,13 +41,23 @@ impl Fx {
         let client = server.client();
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
         Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
-        let ms_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "MachineSet"), "machinesets");
+        let ms_ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "MachineSet"),
+            "machinesets",
+        );
         Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ms_ar)
             .create(&PostParams::default(), &serde_json::from_value(machine_set(NS, "worker", 3)).unwrap())
             .await
             .expect("machineset");
         server.add_user("mcm", &["system:masters"]);
-        let mcm = Mcm::start(server.client_for("mcm"), McmOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100), node_ready_after: Duration::from_millis(300) });
+        let mcm = Mcm::start(
+            server.client_for("mcm"),
+            McmOptions {
+                namespace: Some(NS.into()),
+                tick: Duration::from_millis(100),
+                node_ready_after: Duration::from_millis(300),
+            },
+        );
         let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
         let nodes: Api<Node> = Api::all(client.clone());
         let mut up = false;
@@ -60,7 +70,12 @@ impl Fx {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(up, "machines never came up: {:#?} {:#?}", machines.list(&ListParams::default()).await.unwrap().items, nodes.list(&ListParams::default()).await.unwrap().items);
+        assert!(
+            up,
+            "machines never came up: {:#?} {:#?}",
+            machines.list(&ListParams::default()).await.unwrap().items,
+            nodes.list(&ListParams::default()).await.unwrap().items
+        );
         let mut hosts: Vec<(String, String)> = machines
             .list(&ListParams::default())
             .await
@@ -71,7 +86,10 @@ impl Fx {
             .collect();
         hosts.sort();
 
-        let etcd_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"), "etcds");
+        let etcd_ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"),
+            "etcds",
+        );
         let etcd = json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
             "metadata": {"name": "etcd-main", "namespace": NS},
             "spec": {"replicas": 3, "labels": {"app": "etcd-statefulset"}, "etcd": {}, "backup": {}}});
@@ -99,10 +117,14 @@ impl Fx {
         .unwrap();
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), NS);
         pdbs.create(&PostParams::default(), &pdb).await.expect("pdb");
-        pdbs.patch_status("etcd-main", &PatchParams::default(), &Patch::Merge(json!({"status": {
-            "disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3}})))
-            .await
-            .expect("pdb status");
+        pdbs.patch_status(
+            "etcd-main",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+            "disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3}})),
+        )
+        .await
+        .expect("pdb status");
         let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.expect("serve");
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("config");
@@ -138,7 +160,9 @@ async fn set_member_ready(client: &kube::Client, i: usize, ready: bool) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let status = json!({"status": {"phase": "Running",
         "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
-    pods.patch_status(&format!("etcd-main-{i}"), &PatchParams::default(), &Patch::Merge(status)).await.expect("pod status");
+    pods.patch_status(&format!("etcd-main-{i}"), &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("pod status");
 }
 
 fn text(b: &[u8]) -> String {
@@ -153,7 +177,12 @@ async fn force_delete_of_a_node_with_one_member_of_a_healthy_etcd_replaces_it() 
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains(&format!("machine {NS}/{machine} backs node {node}")), "{stdout}");
-    assert!(stdout.contains("etcd shoot--a/etcd-main: etcd-main-0 on this node; 3 of 3 members ready now, 2 after (quorum needs 2)"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "etcd shoot--a/etcd-main: etcd-main-0 on this node; 3 of 3 members ready now, 2 after (quorum needs 2)"
+        ),
+        "{stdout}"
+    );
     assert!(stdout.contains("deleted without drain (force-deletion)"), "{stdout}");
     assert!(stdout.contains("replacement node"), "{stdout}");
     let nodes = fx.nodes().await;
@@ -161,10 +190,13 @@ async fn force_delete_of_a_node_with_one_member_of_a_healthy_etcd_replaces_it() 
     assert_eq!(nodes.iter().filter(|n| ready(n)).count(), 3, "the MachineSet is back to three ready nodes");
     assert!(!fx.machine_exists(&machine).await);
     let writes = fx.admin_writes();
-    assert_eq!(writes, [
-        format!("patch /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}"),
-        format!("delete /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}"),
-    ]);
+    assert_eq!(
+        writes,
+        [
+            format!("patch /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}"),
+            format!("delete /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}"),
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,7 +208,10 @@ async fn trigger_deletion_by_mcm_on_the_node_replaces_its_machine_after_a_drain(
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("asking machine-controller-manager through the node"), "{stdout}");
-    assert!(stdout.contains(&format!("node {node} annotated node.machine.sapcloud.io/trigger-deletion-by-mcm=true")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("node {node} annotated node.machine.sapcloud.io/trigger-deletion-by-mcm=true")),
+        "{stdout}"
+    );
     assert!(!fx.machine_exists(&machine).await, "MCM deleted the machine");
     assert!(!fx.nodes().await.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())));
     let member = Api::<Pod>::namespaced(fx.server.client(), NS).get_opt("etcd-main-1").await.unwrap();
@@ -216,7 +251,11 @@ async fn bad_inputs_say_one_sentence_exit_with_the_documented_code_and_change_no
         (vec!["machine", "delete", &machine, "--yes"], USAGE, "--force"),
         (vec!["machine", "delete", "Bad_Machine"], USAGE, "invalid name"),
         (vec!["machine", "delete", &machine, "-A"], USAGE, "do not apply"),
-        (vec!["machine", "delete", "machine-nope"], NOT_FOUND, "machine \"machine-nope\" not found in namespace \"shoot--a\""),
+        (
+            vec!["machine", "delete", "machine-nope"],
+            NOT_FOUND,
+            "machine \"machine-nope\" not found in namespace \"shoot--a\"",
+        ),
         (vec!["machine", "delete", "--node", "node-nope"], NOT_FOUND, "node \"node-nope\" not found"),
     ];
     for (args, code, says) in cases {
@@ -234,14 +273,23 @@ async fn bad_inputs_say_one_sentence_exit_with_the_documented_code_and_change_no
 async fn drain_respects_a_pdb_without_disruptions_left_and_the_machine_says_why_it_is_stuck() {
     let fx = Fx::start().await;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(fx.server.client(), NS);
-    pdbs.patch_status("etcd-main", &PatchParams::default(), &Patch::Merge(json!({"status": {"disruptionsAllowed": 0}})))
-        .await
-        .unwrap();
+    pdbs.patch_status(
+        "etcd-main",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"disruptionsAllowed": 0}})),
+    )
+    .await
+    .unwrap();
     let (machine, node) = fx.hosts[2].clone();
     let out = fx.run(&["machine", "delete", &machine]).await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("PodDisruptionBudget shoot--a/etcd-main (0 disruptions allowed, covers etcd-main-2) would block the drain"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "PodDisruptionBudget shoot--a/etcd-main (0 disruptions allowed, covers etcd-main-2) would block the drain"
+        ),
+        "{stdout}"
+    );
     let machines: Api<Machine> = Api::namespaced(fx.server.client(), NS);
     let mut why = String::new();
     for _ in 0..200 {
@@ -253,6 +301,9 @@ async fn drain_respects_a_pdb_without_disruptions_left_and_the_machine_says_why_
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(why.contains("Drain failed due to PodDisruptionBudget violation for pods shoot--a/etcd-main-2"), "{why}");
-    assert!(fx.nodes().await.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())), "the node stays while the drain is blocked");
+    assert!(
+        fx.nodes().await.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())),
+        "the node stays while the drain is blocked"
+    );
     assert!(Api::<Pod>::namespaced(fx.server.client(), NS).get_opt("etcd-main-2").await.unwrap().is_some());
 }

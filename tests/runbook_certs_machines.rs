@@ -74,14 +74,22 @@ fn start_kubelet(client: kube::Client, stop: CancellationToken) {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
-            let (Ok(all_nodes), Ok(ms)) = (nodes.list(&ListParams::default()).await, machines.list(&ListParams::default()).await) else { continue };
+            let (Ok(all_nodes), Ok(ms)) =
+                (nodes.list(&ListParams::default()).await, machines.list(&ListParams::default()).await)
+            else {
+                continue;
+            };
             let existing: Vec<String> = all_nodes.items.iter().filter_map(|n| n.metadata.name.clone()).collect();
             let usable: Vec<String> = all_nodes
                 .items
                 .iter()
                 .filter(|n| node_ready(n))
                 .filter_map(|n| n.metadata.name.clone())
-                .filter(|n| ms.items.iter().any(|m| m.node_name() == Some(n.as_str()) && m.metadata.deletion_timestamp.is_none()))
+                .filter(|n| {
+                    ms.items
+                        .iter()
+                        .any(|m| m.node_name() == Some(n.as_str()) && m.metadata.deletion_timestamp.is_none())
+                })
                 .collect();
             let mut placed: Vec<Option<String>> = Vec::new();
             for i in 0..3 {
@@ -101,7 +109,11 @@ fn start_kubelet(client: kube::Client, stop: CancellationToken) {
                 if placed[i].is_some() {
                     continue;
                 }
-                let node = usable.iter().find(|n| !placed.iter().any(|p| p.as_deref() == Some(n.as_str()))).or(usable.first()).cloned();
+                let node = usable
+                    .iter()
+                    .find(|n| !placed.iter().any(|p| p.as_deref() == Some(n.as_str())))
+                    .or(usable.first())
+                    .cloned();
                 if let Some(node) = node {
                     create_member(&client, i, &node).await;
                     placed[i] = Some(node);
@@ -119,20 +131,31 @@ impl Fx {
         let client = server.client();
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
         Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
-        let ms_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "MachineSet"), "machinesets");
+        let ms_ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "MachineSet"),
+            "machinesets",
+        );
         Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ms_ar)
             .create(&PostParams::default(), &serde_json::from_value(machine_set(NS, "worker", 3)).unwrap())
             .await
             .expect("machineset");
         server.add_user("mcm", &["system:masters"]);
-        let mcm = Mcm::start(server.client_for("mcm"), McmOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100), node_ready_after: Duration::from_millis(300) });
+        let mcm = Mcm::start(
+            server.client_for("mcm"),
+            McmOptions {
+                namespace: Some(NS.into()),
+                tick: Duration::from_millis(100),
+                node_ready_after: Duration::from_millis(300),
+            },
+        );
         let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
         let nodes: Api<Node> = Api::all(client.clone());
         let mut up = false;
         for _ in 0..300 {
             let ms = machines.list(&ListParams::default()).await.unwrap().items;
             let ns = nodes.list(&ListParams::default()).await.unwrap().items;
-            if ms.len() == 3 && ms.iter().all(|m| m.node_name().is_some()) && ns.len() == 3 && ns.iter().all(node_ready) {
+            if ms.len() == 3 && ms.iter().all(|m| m.node_name().is_some()) && ns.len() == 3 && ns.iter().all(node_ready)
+            {
                 up = true;
                 break;
             }
@@ -156,7 +179,10 @@ impl Fx {
             }
             v
         };
-        let etcd_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"), "etcds");
+        let etcd_ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"),
+            "etcds",
+        );
         let etcd = json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
             "metadata": {"name": "etcd-main", "namespace": NS},
             "spec": {"replicas": 3, "labels": {"app": "etcd-statefulset"},
@@ -169,8 +195,10 @@ impl Fx {
         // What etcd-druid reports: every member Ready, etcd-main-1 the leader.
         let now = jiff::Timestamp::now().to_string();
         let members: Vec<serde_json::Value> = (0..3)
-            .map(|i| json!({"name": format!("etcd-main-{i}"), "role": if i == 1 { "Leader" } else { "Member" },
-                            "status": "Ready", "reason": "LeaseSucceeded", "lastTransitionTime": now}))
+            .map(|i| {
+                json!({"name": format!("etcd-main-{i}"), "role": if i == 1 { "Leader" } else { "Member" },
+                            "status": "Ready", "reason": "LeaseSucceeded", "lastTransitionTime": now})
+            })
             .collect();
         Api::<DynamicObject>::namespaced_with(client.clone(), NS, &etcd_ar)
             .patch_status("etcd-main", &PatchParams::default(), &Patch::Merge(json!({"status": {"members": members}})))
@@ -188,7 +216,10 @@ impl Fx {
             certs.create(&PostParams::default(), &c).await.expect("certificate");
         }
         server.add_user("cert-manager", &["system:masters"]);
-        let cm = CertManager::start(server.client_for("cert-manager"), CertManagerOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100) });
+        let cm = CertManager::start(
+            server.client_for("cert-manager"),
+            CertManagerOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100) },
+        );
         for (i, (_, node)) in hosts.iter().enumerate() {
             create_member(&client, i, node).await;
         }
@@ -266,7 +297,8 @@ async fn cert_renewal_plan_prints_renewal_then_restarts_and_changes_nothing() {
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains(&format!("Runbook cert-renewal for etcd {NS}/etcd-main")), "{stdout}");
     let renew = stdout.find("RenewCertificates").expect("renewal step");
-    let restarts: Vec<usize> = (0..3).map(|i| stdout.find(&format!("RestartMember/etcd-main-{i}")).expect("restart step")).collect();
+    let restarts: Vec<usize> =
+        (0..3).map(|i| stdout.find(&format!("RestartMember/etcd-main-{i}")).expect("restart step")).collect();
     assert!(restarts.iter().all(|r| *r > renew), "renewal comes before any restart: {stdout}");
     assert!(stdout.contains("$ kubectl delete pod etcd-main-0"), "{stdout}");
     assert!(!stdout.contains("DESTRUCTIVE"), "{stdout}");
@@ -299,7 +331,10 @@ async fn cert_renewal_with_yes_issues_new_revisions_and_restarts_every_member() 
     let tasks = Api::<DynamicObject>::namespaced_with(
         fx.server.client(),
         NS,
-        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdOperatorTask"), "etcdoperatortasks"),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdOperatorTask"),
+            "etcdoperatortasks",
+        ),
     )
     .list(&ListParams::default())
     .await
@@ -352,11 +387,17 @@ async fn machine_replacement_with_yes_replaces_the_machine_and_waits_for_the_mem
     for step in ["RequestMachineDeletion", "WaitForReplacementNode", "WaitForMembersReady"] {
         assert!(stdout.contains(&format!("✓ {step}")), "{step}: {stdout}");
     }
-    assert!(Api::<Machine>::namespaced(fx.server.client(), NS).get_opt(&machine).await.unwrap().is_none(), "the machine is gone");
+    assert!(
+        Api::<Machine>::namespaced(fx.server.client(), NS).get_opt(&machine).await.unwrap().is_none(),
+        "the machine is gone"
+    );
     let nodes = Api::<Node>::all(fx.server.client()).list(&ListParams::default()).await.unwrap().items;
     assert!(!nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())), "the old node is gone");
     let member = Api::<Pod>::namespaced(fx.server.client(), NS).get("etcd-main-0").await.unwrap();
     assert_ne!(member.spec.unwrap().node_name.as_deref(), Some(node.as_str()), "the member runs elsewhere");
     let writes = fx.admin_writes();
-    assert!(writes.contains(&format!("delete /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}")), "{writes:?}");
+    assert!(
+        writes.contains(&format!("delete /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}")),
+        "{writes:?}"
+    );
 }

@@ -51,12 +51,10 @@ async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_re
     log.clear();
 
     let args = ["runbook", "quorum-loss-recovery", "-n", ns.as_str(), "etcd-main", "--yes", "-o", "jsonl"];
-    let plan = run(&pg, &["runbook", "quorum-loss-recovery", "-n", ns.as_str(), "etcd-main", "--plan", "-o", "jsonl"]).await;
+    let plan =
+        run(&pg, &["runbook", "quorum-loss-recovery", "-n", ns.as_str(), "etcd-main", "--plan", "-o", "jsonl"]).await;
     assert_eq!(plan.code, 0, "{}", plan.stderr);
-    let steps: Vec<String> = events(&plan.stdout)
-        .iter()
-        .find(|e| e["event"] == "plan")
-        .expect("plan event")["steps"]
+    let steps: Vec<String> = events(&plan.stdout).iter().find(|e| e["event"] == "plan").expect("plan event")["steps"]
         .as_array()
         .unwrap()
         .iter()
@@ -82,7 +80,10 @@ async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_re
                 Ok(s) => s.unwrap(),
                 Err(_) => {
                     child.kill().await.unwrap();
-                    panic!("the run cut at {point} ({step}) did not end in time; its events:\n{}", reader.await.unwrap());
+                    panic!(
+                        "the run cut at {point} ({step}) did not end in time; its events:\n{}",
+                        reader.await.unwrap()
+                    );
                 }
             };
             let stdout = reader.await.unwrap();
@@ -99,7 +100,10 @@ async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_re
             kills += 1;
             for e in events(&stdout) {
                 if e["event"] == "stepStarted" && e["name"] == "DeletePersistentVolumeClaims" {
-                    assert!(!completed_destructive, "the PVC deletion ran again after it had completed (cut at {point})");
+                    assert!(
+                        !completed_destructive,
+                        "the PVC deletion ran again after it had completed (cut at {point})"
+                    );
                 }
             }
             if step == "DeletePersistentVolumeClaims" && phase == KillPhase::AfterJournal {
@@ -122,8 +126,12 @@ async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_re
         .map(|(_, n)| n)
         .sum();
     assert_eq!(deleted_pvcs, 3, "each of the 3 PVCs deleted exactly once");
-    let pvc_deletes: Vec<String> =
-        log.records().iter().filter(|r| r.verb == "delete" && r.resource == "persistentvolumeclaims").map(|r| r.path.clone()).collect();
+    let pvc_deletes: Vec<String> = log
+        .records()
+        .iter()
+        .filter(|r| r.verb == "delete" && r.resource == "persistentvolumeclaims")
+        .map(|r| r.path.clone())
+        .collect();
     let mut unique = pvc_deletes.clone();
     unique.sort();
     unique.dedup();
@@ -137,12 +145,18 @@ async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_re
     assert_eq!(shrunk.len(), 1, "initial-cluster shrunk exactly once: {edits:?}");
     assert!(shrunk[0].2[0].starts_with("etcd-main-0="), "{shrunk:?}");
     let first_edit = edits.iter().position(|(_, _, m)| m.len() == 1).unwrap();
-    assert!(edits[..first_edit].iter().all(|(n, _, _)| *n != shrunk[0].0), "no other edit of the ConfigMap before the runbook's: {edits:?}");
+    assert!(
+        edits[..first_edit].iter().all(|(n, _, _)| *n != shrunk[0].0),
+        "no other edit of the ConfigMap before the runbook's: {edits:?}"
+    );
 
     for m in 0..3 {
         let c = pg.etcd_client(&ns, m).unwrap();
         assert_eq!(c.get_prefix("/before/").await.unwrap().len(), 10, "member {m}: the keys of the snapshot are back");
-        assert!(c.get_prefix("/after/").await.unwrap().is_empty(), "member {m}: the keys written after the snapshot are lost");
+        assert!(
+            c.get_prefix("/after/").await.unwrap().is_empty(),
+            "member {m}: the keys written after the snapshot are lost"
+        );
     }
     assert_eq!(pg.etcd_ready(&ns).await.unwrap().0, "True");
     pg.down().await;

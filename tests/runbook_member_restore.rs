@@ -46,13 +46,15 @@ async fn member_restore_rejoins_a_failed_member_and_the_etcd_stays_ready_through
     };
 
     // The health model notices the member within a lease period; until then the runbook refuses (healthy).
-    let mut r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-2", "--yes", "-o", "jsonl"]).await;
+    let mut r =
+        run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-2", "--yes", "-o", "jsonl"]).await;
     for _ in 0..20 {
         if r.code == 0 || !r.stderr.contains("is healthy") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-2", "--yes", "-o", "jsonl"]).await;
+        r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-2", "--yes", "-o", "jsonl"])
+            .await;
     }
     assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
     assert_eq!(started_steps(&r.stdout), ["DeleteMemberData", "WaitMember2Ready", "VerifyAllMembersReady"]);

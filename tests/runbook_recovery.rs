@@ -18,8 +18,15 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 async fn assert_keys(pg: &druidctl::sim::landscape::Playground, ns: &str, before: usize) {
     for m in 0..3 {
         let c = pg.etcd_client(ns, m).unwrap();
-        assert_eq!(c.get_prefix("/before/").await.unwrap().len(), before, "member {m}: every key written before the snapshot is back");
-        assert!(c.get_prefix("/after/").await.unwrap().is_empty(), "member {m}: keys written after the last snapshot are lost");
+        assert_eq!(
+            c.get_prefix("/before/").await.unwrap().len(),
+            before,
+            "member {m}: every key written before the snapshot is back"
+        );
+        assert!(
+            c.get_prefix("/after/").await.unwrap().is_empty(),
+            "member {m}: keys written after the last snapshot are lost"
+        );
         let members = c.member_list().await.unwrap();
         assert_eq!(members.len(), 3);
         assert!(members.iter().all(|x| !x.is_learner), "every member promoted");
@@ -38,9 +45,16 @@ async fn quorum_loss_recovery_restores_the_keys_before_the_snapshot_and_loses_th
     let ev = events(&r.stdout);
     let finished = ev.iter().find(|e| e["event"] == "finished").expect("finished event");
     assert_eq!(finished["summary"]["steps"].as_array().unwrap().len(), 11);
-    eprintln!("runbook: total {}ms, waited {}ms, overhead {}ms", finished["summary"]["totalMs"], finished["summary"]["waitedMs"], finished["summary"]["overheadMs"]);
+    eprintln!(
+        "runbook: total {}ms, waited {}ms, overhead {}ms",
+        finished["summary"]["totalMs"], finished["summary"]["waitedMs"], finished["summary"]["overheadMs"]
+    );
     assert_keys(&pg, &ns, 25).await;
-    let tasks = Api::<EtcdOperatorTask>::namespaced(pg.server().client(), &ns).list(&ListParams::default()).await.unwrap().items;
+    let tasks = Api::<EtcdOperatorTask>::namespaced(pg.server().client(), &ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].state().as_str(), "Succeeded");
     assert_eq!(pg.etcd_ready(&ns).await.unwrap(), ("True".to_string(), "Quorate".to_string()));
@@ -55,11 +69,17 @@ async fn quorum_loss_recovery_killed_in_the_destructive_part_finishes_on_rerun_w
     let ns = lose_quorum_after_snapshot(&pg, 15, 3).await;
 
     // First run: SIGKILL once the PVCs are deleted, while the member leases are being deleted.
-    let mut child = druidctl(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).spawn().unwrap();
+    let mut child = druidctl(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"])
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut first_run = Vec::new();
     loop {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.expect("event in time").unwrap().expect("run ended early");
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("event in time")
+            .unwrap()
+            .expect("run ended early");
         let e: serde_json::Value = serde_json::from_str(&line).unwrap();
         if e["event"] == "stepStarted" {
             first_run.push(e["name"].as_str().unwrap().to_string());
@@ -73,7 +93,11 @@ async fn quorum_loss_recovery_killed_in_the_destructive_part_finishes_on_rerun_w
     assert!(!status.success());
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(pg.server().client(), &ns);
     assert!(pvcs.list(&ListParams::default()).await.unwrap().items.is_empty(), "the destructive step had completed");
-    let task = &Api::<EtcdOperatorTask>::namespaced(pg.server().client(), &ns).list(&ListParams::default()).await.unwrap().items[0];
+    let task = &Api::<EtcdOperatorTask>::namespaced(pg.server().client(), &ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items[0];
     assert_eq!(task.state().as_str(), "InProgress", "the journal keeps the run open");
 
     // Re-run the same command: it waits for the killed run's lease, then continues.
@@ -83,7 +107,10 @@ async fn quorum_loss_recovery_killed_in_the_destructive_part_finishes_on_rerun_w
     for done in first_run.iter().filter(|s| *s != "DeleteMemberLeases") {
         assert!(!second_run.contains(done), "{done} ran again: {second_run:?}");
     }
-    assert!(!second_run.contains(&"DeletePersistentVolumeClaims".to_string()), "the destructive step is never repeated");
+    assert!(
+        !second_run.contains(&"DeletePersistentVolumeClaims".to_string()),
+        "the destructive step is never repeated"
+    );
     let plan = events(&r.stdout).into_iter().find(|e| e["event"] == "plan").unwrap();
     assert!(plan["resuming"].is_string(), "the second run continues the same task: {plan}");
     assert_keys(&pg, &ns, 15).await;
@@ -97,10 +124,14 @@ async fn ctrl_c_stops_the_recovery_at_a_safe_point_and_the_printed_command_finis
     let pg = playground(dir.path(), 3).await;
     let ns = lose_quorum_after_snapshot(&pg, 8, 2).await;
 
-    let mut child = druidctl(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).spawn().unwrap();
+    let mut child = druidctl(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"])
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut interrupted = None;
-    while let Some(line) = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.expect("event in time").unwrap() {
+    while let Some(line) =
+        tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.expect("event in time").unwrap()
+    {
         let e: serde_json::Value = serde_json::from_str(&line).unwrap();
         if e["event"] == "stepStarted" && e["name"] == "WaitMember0Ready" {
             // SAFETY: signalling our own child.
@@ -119,12 +150,20 @@ async fn ctrl_c_stops_the_recovery_at_a_safe_point_and_the_printed_command_finis
     // Run exactly the printed command (it names the kubeconfig it was given).
     let words: Vec<&str> = resume.split_whitespace().skip(1).collect();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"));
-    cmd.args(&words).args(["-o", "jsonl"]).env_remove("KUBECONFIG").stdin(std::process::Stdio::null()).kill_on_drop(true);
+    cmd.args(&words)
+        .args(["-o", "jsonl"])
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output()).await.unwrap().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     let steps = started_steps(&stdout);
-    assert_eq!(steps.first().map(String::as_str), Some(e["nextStep"].as_str().unwrap()), "continues where it stopped: {steps:?}");
+    assert_eq!(
+        steps.first().map(String::as_str),
+        Some(e["nextStep"].as_str().unwrap()),
+        "continues where it stopped: {steps:?}"
+    );
     assert!(!steps.contains(&"DeletePersistentVolumeClaims".to_string()));
     assert_keys(&pg, &ns, 8).await;
     pg.down().await;

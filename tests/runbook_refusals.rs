@@ -85,14 +85,20 @@ async fn without_a_terminal_and_without_yes_the_recovery_refuses_before_changing
         "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
     }))
     .unwrap();
-    kube::Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone()).create(&Default::default(), &role).await.unwrap();
+    kube::Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
+        .create(&Default::default(), &role)
+        .await
+        .unwrap();
     let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "viewer-reads"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "read-everything"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "viewer"}],
     }))
     .unwrap();
-    kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin).create(&Default::default(), &binding).await.unwrap();
+    kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin)
+        .create(&Default::default(), &binding)
+        .await
+        .unwrap();
     pg.server().add_user("viewer", &[]);
     let dir2 = tempfile::tempdir().unwrap();
     let kubeconfig = dir2.path().join("viewer.kubeconfig");
@@ -110,10 +116,14 @@ async fn without_a_terminal_and_without_yes_the_recovery_refuses_before_changing
     assert!(line.contains("missing permissions") && line.contains("delete persistentvolumeclaims"), "{line}");
 
     // The newest full snapshot is two days old: --yes alone is not enough, the data loss must be accepted.
-    let old = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(48)).strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string();
+    let old =
+        (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(48)).strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string();
     let leases = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(pg.server().client(), &ns);
     let patch = serde_json::json!({"spec": {"renewTime": old}});
-    leases.patch("etcd-main-full-snap", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+    leases
+        .patch("etcd-main-full-snap", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .unwrap();
     let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes"]).await;
     assert_eq!(r.code, REJECTED, "{}", r.stderr);
     let line = one_sentence(&r.stderr);

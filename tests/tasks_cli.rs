@@ -28,7 +28,8 @@ impl Cli {
     }
 
     async fn run(&self, args: &[&str]) -> Output {
-        let (args, dir): (Vec<String>, _) = (args.iter().map(|s| s.to_string()).collect(), self.dir.path().to_path_buf());
+        let (args, dir): (Vec<String>, _) =
+            (args.iter().map(|s| s.to_string()).collect(), self.dir.path().to_path_buf());
         tokio::task::spawn_blocking(move || {
             Command::new(env!("CARGO_BIN_EXE_druidctl"))
                 .args(&args)
@@ -56,8 +57,10 @@ async fn a_local_snapshot_succeeds_and_streams_its_transitions_as_jsonl() {
     let (cli, sidecar) = Cli::start().await;
     let out = cli.run(&["snapshot", "full", "etcd-main", "--local", "-o", "jsonl"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let lines: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("one JSON document per line")).collect();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON document per line"))
+        .collect();
     assert_eq!(lines.last().unwrap()["state"], "Succeeded", "{lines:?}");
     assert!(lines.iter().any(|l| l["step"] == "TriggerFullSnapshot"), "{lines:?}");
     assert_eq!(sidecar.calls(), ["/snapshot/full"]);
@@ -68,7 +71,10 @@ async fn a_local_snapshot_succeeds_and_streams_its_transitions_as_jsonl() {
     let list = cli.run(&["task", "list", "--color", "never"]).await;
     assert_eq!(list.status.code(), Some(0));
     let text = String::from_utf8_lossy(&list.stdout);
-    assert!(text.starts_with("NAMESPACE") && text.contains("OnDemandSnapshotTask") && text.contains("Succeeded"), "{text}");
+    assert!(
+        text.starts_with("NAMESPACE") && text.contains("OnDemandSnapshotTask") && text.contains("Succeeded"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -93,7 +99,11 @@ async fn failed_preconditions_refuse_before_creating_unless_forced_and_then_the_
     let out = cli.run(&["snapshot", "full", "etcd-main", "--local"]).await;
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
-    assert!(stderr(&out).contains("refused: the etcd cluster has no quorum (1 of 3 members ready, 2 needed)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refused: the etcd cluster has no quorum (1 of 3 members ready, 2 needed)"),
+        "{}",
+        stderr(&out)
+    );
     assert!(cli.tasks().await.is_empty(), "nothing created");
 
     let out = cli.run(&["snapshot", "full", "etcd-main", "--local", "--force"]).await;
@@ -110,9 +120,15 @@ async fn bad_config_is_a_usage_error_and_a_timeout_has_its_own_exit_code() {
     let (cli, _sidecar) = Cli::start().await;
     let cfg = cli.dir.path().join("maint.yaml");
     std::fs::write(&cfg, "maintenanceType:\n  etcdDefragmentation: sure\n").unwrap();
-    let out = cli.run(&["task", "create", "OnDemandMaintenanceTask", "--etcd", "etcd-main", "--config", cfg.to_str().unwrap()]).await;
+    let out = cli
+        .run(&["task", "create", "OnDemandMaintenanceTask", "--etcd", "etcd-main", "--config", cfg.to_str().unwrap()])
+        .await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("config.maintenanceType.etcdDefragmentation: expected a boolean"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("config.maintenanceType.etcdDefragmentation: expected a boolean"),
+        "{}",
+        stderr(&out)
+    );
     assert!(cli.tasks().await.is_empty());
 
     // Nobody runs the compaction Job here: the wait runs out (exit 7) and the task keeps going.
@@ -192,6 +208,9 @@ async fn serve_executes_tasks_exposes_metrics_and_shuts_down_gracefully_on_sigte
     std::io::Read::read_to_string(serve.0.stderr.as_mut().unwrap(), &mut logs).unwrap();
     let first: serde_json::Value = serde_json::from_str(logs.lines().next().unwrap()).expect("JSON logs");
     assert!(first.get("level").is_some(), "{first}");
-    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(cli.server.client(), NS).get("druidctl-serve").await.unwrap();
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(cli.server.client(), NS)
+        .get("druidctl-serve")
+        .await
+        .unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, None, "leader lease released");
 }

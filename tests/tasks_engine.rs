@@ -25,10 +25,14 @@ async fn server_with_etcds(namespaces: &[&str], etcds_per_ns: usize) -> ApiServe
     server.register_upstream_crds().expect("upstream CRDs");
     server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).expect("task CRD");
     let client = server.client();
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"), "etcds");
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"), "etcds");
     for ns in namespaces {
         let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-        ns_api.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap()).await.unwrap();
+        ns_api
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
+            .await
+            .unwrap();
         for i in 0..etcds_per_ns {
             let obj: DynamicObject = serde_json::from_value(json!({
                 "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
@@ -36,7 +40,10 @@ async fn server_with_etcds(namespaces: &[&str], etcds_per_ns: usize) -> ApiServe
                 "spec": {"replicas": 3, "labels": {"app": "etcd-statefulset"}, "etcd": {}, "backup": {}}
             }))
             .unwrap();
-            Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar).create(&PostParams::default(), &obj).await.unwrap();
+            Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
+                .create(&PostParams::default(), &obj)
+                .await
+                .unwrap();
         }
     }
     server
@@ -55,7 +62,14 @@ fn reconciler(client: Client, ledger: &Arc<Ledger>, identity: &str) -> Arc<Recon
     Arc::new(Reconciler::new(client, Arc::new(Registry::with_noop(ledger.clone())), fast_options(identity)))
 }
 
-async fn create(client: &Client, ns: &str, name: &str, etcd: &str, type_: &str, config: Option<&str>) -> EtcdOperatorTask {
+async fn create(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    etcd: &str,
+    type_: &str,
+    config: Option<&str>,
+) -> EtcdOperatorTask {
     let mut t = EtcdOperatorTask::new(
         name,
         EtcdOperatorTaskSpec {
@@ -79,19 +93,27 @@ async fn create(client: &Client, ns: &str, name: &str, etcd: &str, type_: &str, 
 }
 
 fn spawn_controller(r: Arc<Reconciler>, namespace: Option<&str>) -> tokio::task::JoinHandle<()> {
-    let opts = ControllerOptions { namespace: namespace.map(str::to_string), workers: 8, resync: Duration::from_secs(2) };
+    let opts =
+        ControllerOptions { namespace: namespace.map(str::to_string), workers: 8, resync: Duration::from_secs(2) };
     tokio::spawn(controller::run(r, opts, Arc::new(AtomicBool::new(false))))
 }
 
 /// Waits until every task in `namespaces` is terminal; returns them by name.
-async fn wait_all_terminal(client: &Client, namespaces: &[&str], expected: usize, within: Duration) -> HashMap<String, EtcdOperatorTask> {
+async fn wait_all_terminal(
+    client: &Client,
+    namespaces: &[&str],
+    expected: usize,
+    within: Duration,
+) -> HashMap<String, EtcdOperatorTask> {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         let mut all = HashMap::new();
         let mut ok = true;
         for ns in namespaces {
             match Api::<EtcdOperatorTask>::namespaced(client.clone(), ns).list(&ListParams::default()).await {
-                Ok(l) => all.extend(l.items.into_iter().map(|t| (format!("{ns}/{}", t.metadata.name.clone().unwrap()), t))),
+                Ok(l) => {
+                    all.extend(l.items.into_iter().map(|t| (format!("{ns}/{}", t.metadata.name.clone().unwrap()), t)))
+                }
                 Err(_) => ok = false,
             }
         }
@@ -102,7 +124,14 @@ async fn wait_all_terminal(client: &Client, namespaces: &[&str], expected: usize
             let open: Vec<String> = all
                 .iter()
                 .filter(|(_, t)| !t.state().is_terminal())
-                .map(|(n, t)| format!("{n}: {:?} {:?} {:?}", t.state(), t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| &o.reason), t.metadata.finalizers))
+                .map(|(n, t)| {
+                    format!(
+                        "{n}: {:?} {:?} {:?}",
+                        t.state(),
+                        t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| &o.reason),
+                        t.metadata.finalizers
+                    )
+                })
                 .take(5)
                 .collect();
             panic!("{} of {expected} tasks not terminal in time, e.g. {open:?}", open.len());
@@ -122,10 +151,28 @@ async fn tasks_that_cannot_run_are_rejected_with_the_reason() {
     let ledger = Arc::new(Ledger::default());
     let r = reconciler(client.clone(), &ledger, "local");
     let cases = [
-        ("bad-config", "etcd-0", "OnDemandSnapshotTask", Some("type: huge"), "config.type: expected one of full, delta"),
+        (
+            "bad-config",
+            "etcd-0",
+            "OnDemandSnapshotTask",
+            Some("type: huge"),
+            "config.type: expected one of full, delta",
+        ),
         ("unknown-type", "etcd-0", "RebootTheWorldTask", None, "unknown task type \"RebootTheWorldTask\""),
-        ("no-etcd", "etcd-missing", "OnDemandMaintenanceTask", Some("maintenanceType: {etcdCompaction: true}"), "etcd \"etcd-missing\" not found"),
-        ("no-quorum", "etcd-0", "OnDemandSnapshotTask", Some("type: full"), "the etcd cluster has no quorum (0 of 3 members ready, 2 needed)"),
+        (
+            "no-etcd",
+            "etcd-missing",
+            "OnDemandMaintenanceTask",
+            Some("maintenanceType: {etcdCompaction: true}"),
+            "etcd \"etcd-missing\" not found",
+        ),
+        (
+            "no-quorum",
+            "etcd-0",
+            "OnDemandSnapshotTask",
+            Some("type: full"),
+            "the etcd cluster has no quorum (0 of 3 members ready, 2 needed)",
+        ),
     ];
     for (name, etcd, type_, config, want) in cases {
         create(&client, "shoot", name, etcd, type_, config).await;
@@ -182,7 +229,8 @@ async fn two_racing_reconcilers_execute_every_task_exactly_once() {
     let mut n = 0;
     for ns in nss {
         for i in 0..15 {
-            create(&client, ns, &format!("t-{i}"), &format!("etcd-{}", i % 3), noop::TYPE, Some("durationMillis: 30")).await;
+            create(&client, ns, &format!("t-{i}"), &format!("etcd-{}", i % 3), noop::TYPE, Some("durationMillis: 30"))
+                .await;
             n += 1;
         }
     }
@@ -211,7 +259,10 @@ async fn under_api_errors_watch_cuts_and_restarts_every_task_ends_correctly_once
     let nss: Vec<String> = (0..4).map(|i| format!("shoot-{i}")).collect();
     let ns_refs: Vec<&str> = nss.iter().map(String::as_str).collect();
     if let Ok(filter) = std::env::var("TASKS_LOG") {
-        let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_test_writer().try_init();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
     }
     let server = server_with_etcds(&ns_refs, 5).await; // 20 Etcds
     let client = server.client();
@@ -269,9 +320,15 @@ async fn under_api_errors_watch_cuts_and_restarts_every_task_ends_correctly_once
     for state in [TaskState::Succeeded, TaskState::Failed, TaskState::Rejected] {
         let label = state.as_str().to_ascii_lowercase();
         assert_eq!(sample_sum(&text, "etcddruid_operator_tasks_total", &[("state", &label)]), count(state), "{label}");
-        assert_eq!(sample_sum(&text, "etcddruid_operator_task_duration_seconds_count", &[("state", &label)]), count(state));
+        assert_eq!(
+            sample_sum(&text, "etcddruid_operator_task_duration_seconds_count", &[("state", &label)]),
+            count(state)
+        );
     }
-    let retried = all.values().filter(|t| t.status.as_ref().is_some_and(|s| s.last_errors.iter().any(|e| e.code == "TransientError"))).count();
+    let retried = all
+        .values()
+        .filter(|t| t.status.as_ref().is_some_and(|s| s.last_errors.iter().any(|e| e.code == "TransientError")))
+        .count();
     assert!(retried >= 20, "transient failures are recorded in lastErrors ({retried})");
 }
 
@@ -301,7 +358,11 @@ async fn when_the_leader_dies_mid_task_the_standby_takes_over_and_the_task_runs_
     let partition = Arc::new(Partition { user: "replica-a".into(), on: false.into() });
     server.add_admission_hook(partition.clone());
     let ledger = Arc::new(Ledger::default());
-    let election = LeaderElection { namespace: "shoot".into(), name: controller::LEADER_LEASE.into(), lease: Duration::from_secs(2) };
+    let election = LeaderElection {
+        namespace: "shoot".into(),
+        name: controller::LEADER_LEASE.into(),
+        lease: Duration::from_secs(2),
+    };
     let opts = ControllerOptions { namespace: Some("shoot".into()), workers: 2, resync: Duration::from_secs(1) };
     let start = |user: &str, stop: CancellationToken, health: Arc<Health>| {
         let mut o = fast_options(user);

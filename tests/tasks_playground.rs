@@ -30,7 +30,11 @@ async fn create(pg: &Playground, ns: &str, name: &str, type_: &str, config: Opti
 }
 
 fn summary(t: &EtcdOperatorTask) -> String {
-    format!("{:?}: {:?}", t.state(), t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| (&o.name, &o.reason)))
+    format!(
+        "{:?}: {:?}",
+        t.state(),
+        t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| (&o.name, &o.reason))
+    )
 }
 
 async fn ready_playground(dir: &std::path::Path) -> (Playground, String, Reconciler) {
@@ -38,7 +42,11 @@ async fn ready_playground(dir: &std::path::Path) -> (Playground, String, Reconci
     pg.server().register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).unwrap();
     pg.wait_ready(Duration::from_secs(40)).await.expect("3-member Etcd ready");
     let ns = pg.namespaces()[0].clone();
-    let r = Reconciler::new(pg.server().client(), Arc::new(Registry::standard()), ReconcilerOptions::new("druidctl-local-test"));
+    let r = Reconciler::new(
+        pg.server().client(),
+        Arc::new(Registry::standard()),
+        ReconcilerOptions::new("druidctl-local-test"),
+    );
     (pg, ns, r)
 }
 
@@ -86,7 +94,11 @@ async fn a_full_snapshot_task_taken_while_keys_are_written_restores_into_a_fresh
     let fresh = MemberProcess::spawn(&binary, cfg).unwrap();
     fresh.wait_serving(Duration::from_secs(20)).await.unwrap();
     let kvs = fresh.client().get_prefix("/registry/configmaps/").await.unwrap();
-    assert!(kvs.len() >= before_task, "every key written before the task is in its snapshot ({} < {before_task})", kvs.len());
+    assert!(
+        kvs.len() >= before_task,
+        "every key written before the task is in its snapshot ({} < {before_task})",
+        kvs.len()
+    );
     drop(fresh);
     pg.down().await;
 }
@@ -109,7 +121,10 @@ async fn snapshot_compaction_and_copy_backups_tasks_finish_on_the_real_object_st
     let t = r.run_to_completion(&ns, "compact").await.unwrap();
     assert_eq!(t.state(), TaskState::Succeeded, "{}", summary(&t));
 
-    let config = format!("sourceStore: {{provider: Local, prefix: {ns}/{}}}\ntargetStore: {{provider: Local, prefix: copied}}\n", pg.etcd_name());
+    let config = format!(
+        "sourceStore: {{provider: Local, prefix: {ns}/{}}}\ntargetStore: {{provider: Local, prefix: copied}}\n",
+        pg.etcd_name()
+    );
     create(&pg, &ns, "copy", "CopyBackupsTask", Some(&config)).await;
     let t = r.run_to_completion(&ns, "copy").await.unwrap();
     assert_eq!(t.state(), TaskState::Succeeded, "{}", summary(&t));
@@ -147,7 +162,16 @@ async fn defragmentation_reaches_every_member_through_its_pod_leader_last_and_th
     // Followers compact in the background after applying the compaction.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let etcd: druidctl::api::Etcd = Api::namespaced(pg.server().client(), &ns).get(pg.etcd_name()).await.unwrap();
-    let leader = etcd.status.as_ref().unwrap().members.iter().find(|m| m.role.as_deref() == Some("Leader")).unwrap().name.clone();
+    let leader = etcd
+        .status
+        .as_ref()
+        .unwrap()
+        .members
+        .iter()
+        .find(|m| m.role.as_deref() == Some("Leader"))
+        .unwrap()
+        .name
+        .clone();
     pg.server().request_log().clear();
 
     create(&pg, &ns, "defrag", "OnDemandMaintenanceTask", Some("maintenanceType: {etcdDefragmentation: true}")).await;
@@ -170,7 +194,11 @@ async fn defragmentation_reaches_every_member_through_its_pod_leader_last_and_th
     assert_eq!(t.state(), TaskState::Succeeded, "{}", summary(&t));
     assert!(!seen.is_empty());
     for s in &seen {
-        assert_eq!(s.as_ref().map(|(st, r)| (st.as_str(), r.as_str())), Some(("True", "Quorate")), "Ready during the run: {seen:?}");
+        assert_eq!(
+            s.as_ref().map(|(st, r)| (st.as_str(), r.as_str())),
+            Some(("True", "Quorate")),
+            "Ready during the run: {seen:?}"
+        );
     }
 
     // One pod-proxy POST per member, each answered by its own sidecar, the leader last.

@@ -59,7 +59,8 @@ impl SlowSidecar {
                                     let reply = renew(&client, &format!("{ETCD}-full-snap")).await;
                                     sidecar.taken.lock().unwrap().push(path.clone());
                                     let mut released = sidecar.release.subscribe();
-                                    let _ = tokio::time::timeout(Duration::from_secs(30), released.wait_for(|r| *r)).await;
+                                    let _ =
+                                        tokio::time::timeout(Duration::from_secs(30), released.wait_for(|r| *r)).await;
                                     reply
                                 }
                                 _ => json!({"message": "ok"}),
@@ -67,7 +68,8 @@ impl SlowSidecar {
                             Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body.to_string()))))
                         }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                    let _ =
+                        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
                 });
             }
         });
@@ -92,7 +94,17 @@ impl Replicas {
             .map(|id| {
                 let log = std::fs::File::create(dir.join(format!("{id}.log"))).unwrap();
                 let child = Command::new(env!("CARGO_BIN_EXE_druidctl"))
-                    .args(["serve", "-n", NS, "--identity", id, "--metrics-addr", "127.0.0.1:0", "--lease-duration", "3s"])
+                    .args([
+                        "serve",
+                        "-n",
+                        NS,
+                        "--identity",
+                        id,
+                        "--metrics-addr",
+                        "127.0.0.1:0",
+                        "--lease-duration",
+                        "3s",
+                    ])
                     .args(["--log-format", "json", "-vv"])
                     .env("KUBECONFIG", dir.join("config"))
                     .env("HOME", dir)
@@ -198,8 +210,17 @@ async fn killing_the_leading_serve_mid_task_hands_the_task_to_the_standby_which_
     .await;
     let step = tasks.get(TASK).await.unwrap().status.and_then(|s| s.last_operation).map(|o| o.name);
     assert_eq!(step.as_deref(), Some("TriggerFullSnapshot"), "{}", replicas.logs());
-    assert_eq!(holder(&client, LEADER_LEASE).await.as_deref(), Some(leader.as_str()), "still the leader\n{}", replicas.logs());
-    assert_eq!(holder(&client, &executor_lease_name(TASK)).await.as_deref(), Some(leader.as_str()), "the leader executes");
+    assert_eq!(
+        holder(&client, LEADER_LEASE).await.as_deref(),
+        Some(leader.as_str()),
+        "still the leader\n{}",
+        replicas.logs()
+    );
+    assert_eq!(
+        holder(&client, &executor_lease_name(TASK)).await.as_deref(),
+        Some(leader.as_str()),
+        "the leader executes"
+    );
 
     // SIGKILL: no graceful shutdown, no lease released.
     let dead = replicas.child(&leader);
@@ -219,10 +240,14 @@ async fn killing_the_leading_serve_mid_task_hands_the_task_to_the_standby_which_
     assert_eq!(sidecar.snapshots(), ["/snapshot/full"], "the snapshot was taken exactly once");
 
     // Exactly one completion, reported by the standby.
-    let events: Vec<Event> = Api::<Event>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items;
+    let events: Vec<Event> =
+        Api::<Event>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items;
     let succeeded: Vec<&Event> = events
         .iter()
-        .filter(|e| e.involved_object.kind.as_deref() == Some("EtcdOperatorTask") && e.involved_object.name.as_deref() == Some(TASK))
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("EtcdOperatorTask")
+                && e.involved_object.name.as_deref() == Some(TASK)
+        })
         .filter(|e| e.reason.as_deref() == Some("Succeeded"))
         .collect();
     assert_eq!(succeeded.len(), 1, "{succeeded:?}");

@@ -39,7 +39,11 @@ async fn create(client: &Client, name: &str, type_: &str, config: Option<&str>, 
 }
 
 fn summary(t: &EtcdOperatorTask) -> String {
-    format!("{:?}: {:?}", t.state(), t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| (&o.name, &o.reason)))
+    format!(
+        "{:?}: {:?}",
+        t.state(),
+        t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| (&o.name, &o.reason))
+    )
 }
 
 #[tokio::test]
@@ -99,7 +103,8 @@ async fn snapshot_compaction_follows_its_job_and_cleanup_after_the_ttl_removes_t
         tokio::spawn(async move {
             loop {
                 if jobs.get_opt("etcd-main-compactor").await.unwrap().is_some() {
-                    let st = json!({"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
+                    let st =
+                        json!({"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
                     jobs.patch_status("etcd-main-compactor", &PatchParams::default(), &Patch::Merge(st)).await.unwrap();
                     return;
                 }
@@ -135,7 +140,10 @@ async fn copy_backups_creates_an_etcd_copy_backups_task_and_reports_its_failure(
     let client = server.client();
     let config = "sourceStore: {provider: Local, container: bucket, prefix: shoot/etcd-main}\ntargetStore: {provider: Local, container: other, prefix: copy}\nmaxBackups: 2\n";
     create(&client, "copy", "CopyBackupsTask", Some(config), 3600).await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"), "etcdcopybackupstasks");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"),
+        "etcdcopybackupstasks",
+    );
     let copies: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
     let fake = {
         let copies = copies.clone();

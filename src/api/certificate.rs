@@ -13,7 +13,14 @@ pub const REASON_MANUALLY_TRIGGERED: &str = "ManuallyTriggered";
 
 /// Spec of a Certificate: only the fields druidctl reads.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(group = "cert-manager.io", version = "v1", kind = "Certificate", namespaced, status = "CertificateStatus", schema = "disabled")]
+#[kube(
+    group = "cert-manager.io",
+    version = "v1",
+    kind = "Certificate",
+    namespaced,
+    status = "CertificateStatus",
+    schema = "disabled"
+)]
 #[serde(rename_all = "camelCase")]
 pub struct CertificateSpec {
     /// Secret that receives the key pair.

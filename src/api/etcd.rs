@@ -264,9 +264,7 @@ impl Etcd {
         ]
         .into_iter()
         .flatten()
-        .flat_map(|t| {
-            [Some(&t.tls_ca_secret_ref), Some(&t.server_tls_secret_ref), t.client_tls_secret_ref.as_ref()]
-        })
+        .flat_map(|t| [Some(&t.tls_ca_secret_ref), Some(&t.server_tls_secret_ref), t.client_tls_secret_ref.as_ref()])
         .flatten()
         .map(|r| r.name.clone())
         .filter(|n| !n.is_empty())

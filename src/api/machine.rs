@@ -7,7 +7,14 @@ use serde::{Deserialize, Serialize};
 
 /// Spec of a Machine: only the fields druidctl reads.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(group = "machine.sapcloud.io", version = "v1alpha1", kind = "Machine", namespaced, status = "MachineStatus", schema = "disabled")]
+#[kube(
+    group = "machine.sapcloud.io",
+    version = "v1alpha1",
+    kind = "Machine",
+    namespaced,
+    status = "MachineStatus",
+    schema = "disabled"
+)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {
     /// Machine class.
@@ -80,7 +87,14 @@ pub struct MachineLastOperation {
 
 /// Spec of a MachineSet: only the fields druidctl reads.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(group = "machine.sapcloud.io", version = "v1alpha1", kind = "MachineSet", namespaced, status = "MachineSetStatus", schema = "disabled")]
+#[kube(
+    group = "machine.sapcloud.io",
+    version = "v1alpha1",
+    kind = "MachineSet",
+    namespaced,
+    status = "MachineSetStatus",
+    schema = "disabled"
+)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSetSpec {
     /// Desired machines.

@@ -95,9 +95,14 @@ pub fn crd() -> Value {
 
 /// The two ClusterRoles.
 pub fn cluster_roles() -> Vec<Value> {
-    let mut operator = ClusterRole { metadata: meta(OPERATOR_ROLE, None), rules: Some(operator_rules()), ..Default::default() };
+    let mut operator =
+        ClusterRole { metadata: meta(OPERATOR_ROLE, None), rules: Some(operator_rules()), ..Default::default() };
     // Lets cluster admins aggregate the operator role into `edit`-like roles if they want.
-    operator.metadata.labels.get_or_insert_default().insert("druid.gardener.cloud/aggregate-to-operator".into(), "true".into());
+    operator
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("druid.gardener.cloud/aggregate-to-operator".into(), "true".into());
     let serve = ClusterRole { metadata: meta(SERVE_ROLE, None), rules: Some(serve_rules()), ..Default::default() };
     vec![to_value(&operator), to_value(&serve)]
 }
@@ -108,7 +113,11 @@ pub fn serve_deployment(image: &str, namespace: &str) -> Vec<Value> {
     let sa = ServiceAccount { metadata: meta(SERVE_NAME, Some(namespace)), ..Default::default() };
     let binding = ClusterRoleBinding {
         metadata: meta(SERVE_NAME, None),
-        role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: SERVE_ROLE.into() },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: SERVE_ROLE.into(),
+        },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),
             name: SERVE_NAME.into(),

@@ -56,10 +56,7 @@ pub struct ManagedNames {
 impl ManagedNames {
     /// Names for Etcd `etcd`; `volume_claim_template` is `spec.volumeClaimTemplate` (defaults to the Etcd name).
     pub fn new(etcd: &str, volume_claim_template: Option<&str>) -> Self {
-        ManagedNames {
-            etcd: etcd.to_string(),
-            claim_template: volume_claim_template.unwrap_or(etcd).to_string(),
-        }
+        ManagedNames { etcd: etcd.to_string(), claim_template: volume_claim_template.unwrap_or(etcd).to_string() }
     }
     /// The StatefulSet, PodDisruptionBudget and ServiceAccount name.
     pub fn statefulset(&self) -> String {

@@ -272,8 +272,7 @@ mod tests {
         let spec = spec_schema(&crd);
         assert!(spec["properties"][OWNER_FIELD_DEP05].is_object());
         assert!(spec["properties"][OWNER_FIELD_CORRECT].is_object());
-        let required: Vec<&str> =
-            spec["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        let required: Vec<&str> = spec["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
         assert_eq!(required, vec!["type"]);
         let rule = spec["x-kubernetes-validations"][0]["rule"].as_str().unwrap();
         assert!(rule.contains("ownerEtcdRefrence") && rule.contains("ownerEtcdReference"));
@@ -287,15 +286,15 @@ mod tests {
         assert_eq!(crd.spec.scope, "Namespaced");
         let v = &crd.spec.versions[0];
         assert!(v.subresources.as_ref().unwrap().status.is_some());
-        let cols: Vec<&str> =
-            v.additional_printer_columns.as_ref().unwrap().iter().map(|c| c.name.as_str()).collect();
+        let cols: Vec<&str> = v.additional_printer_columns.as_ref().unwrap().iter().map(|c| c.name.as_str()).collect();
         assert_eq!(cols, ["Type", "Etcd", "State", "Age"]);
     }
 
     #[test]
     fn task_state_enum_is_in_the_schema() {
         let v = serde_json::to_value(crd()).unwrap();
-        let state = &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["state"];
+        let state =
+            &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["state"];
         let values: Vec<&str> = state["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
         assert_eq!(values, ["Pending", "InProgress", "Succeeded", "Failed", "Rejected"]);
     }

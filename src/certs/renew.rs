@@ -28,7 +28,9 @@ pub enum CertError {
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     /// The Etcd references no TLS secret written by a Certificate.
-    #[error("etcd {etcd:?} in namespace {namespace:?} uses no certificate issued by cert-manager (none of its TLS secrets is a Certificate's secretName)")]
+    #[error(
+        "etcd {etcd:?} in namespace {namespace:?} uses no certificate issued by cert-manager (none of its TLS secrets is a Certificate's secretName)"
+    )]
     NoCertificates {
         /// Etcd name.
         etcd: String,
@@ -138,7 +140,11 @@ pub fn is_issuing(cert: &Certificate) -> bool {
 
 /// Sets `Issuing=True` (reason `ManuallyTriggered`) on each Certificate's status, like `cmctl renew`;
 /// Certificates already issuing are left alone. With `opts.wait`, waits for every new revision.
-pub async fn renew(client: &Client, certs: &[Certificate], opts: &RenewOptions) -> Result<Vec<RenewOutcome>, CertError> {
+pub async fn renew(
+    client: &Client,
+    certs: &[Certificate],
+    opts: &RenewOptions,
+) -> Result<Vec<RenewOutcome>, CertError> {
     let mut outcomes = Vec::new();
     for cert in certs {
         outcomes.push(trigger(client, cert).await?);
@@ -286,8 +292,11 @@ mod tests {
         let conds = data["status"]["conditions"].as_array().unwrap();
         assert_eq!(conds.len(), 2);
         assert_eq!(conds[0]["type"], "Ready");
-        assert_eq!(conds[1], json!({"type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
-            "message": MANUAL_TRIGGER_MESSAGE, "lastTransitionTime": "2026-01-01T05:00:00Z", "observedGeneration": 2}));
+        assert_eq!(
+            conds[1],
+            json!({"type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
+            "message": MANUAL_TRIGGER_MESSAGE, "lastTransitionTime": "2026-01-01T05:00:00Z", "observedGeneration": 2})
+        );
         assert_eq!(data["status"]["someFutureField"], 1);
     }
 

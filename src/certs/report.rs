@@ -86,7 +86,17 @@ fn time(t: Option<Timestamp>) -> String {
 
 impl Printable for CertificateReport {
     fn table(&self, wide: bool) -> Table {
-        let mut headers = vec!["namespace", "name", "ready", "revision", "not after", "renewal time", "failed", "last failure", "next retry"];
+        let mut headers = vec![
+            "namespace",
+            "name",
+            "ready",
+            "revision",
+            "not after",
+            "renewal time",
+            "failed",
+            "last failure",
+            "next retry",
+        ];
         if wide {
             headers.extend(["secret", "message"]);
         }
@@ -185,9 +195,11 @@ mod tests {
 
     #[test]
     fn table_has_a_next_retry_column() {
-        let report = CertificateReport { items: vec![CertificateRow::of(&cert(json!({
-            "lastFailureTime": "2026-01-01T10:00:00Z", "failedIssuanceAttempts": 6
-        })))] };
+        let report = CertificateReport {
+            items: vec![CertificateRow::of(&cert(json!({
+                "lastFailureTime": "2026-01-01T10:00:00Z", "failedIssuanceAttempts": 6
+            })))],
+        };
         let text = report.table(false).render(false);
         assert!(text.contains("NEXT RETRY"), "{text}");
         assert!(text.contains("2026-01-02T18:00:00Z"), "{text}");

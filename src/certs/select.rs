@@ -60,7 +60,8 @@ mod tests {
             cert("shoot", "unrelated", "ingress-tls"),
             cert("other", "server-elsewhere", "etcd-server"),
         ];
-        let names: Vec<_> = certificates_for_etcd(&etcd(), &certs).iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+        let names: Vec<_> =
+            certificates_for_etcd(&etcd(), &certs).iter().map(|c| c.metadata.name.clone().unwrap()).collect();
         assert_eq!(names, ["backup", "ca", "client", "peer", "server"]);
     }
 

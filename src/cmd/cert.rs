@@ -3,8 +3,8 @@
 
 use clap::{Args, Subcommand};
 use druidctl::certs::CertificateReport;
-use druidctl::certs::report::CertificateRow;
 use druidctl::certs::renew as ops;
+use druidctl::certs::report::CertificateRow;
 
 use super::Context;
 use super::renew::{cert_error, cert_targets};
@@ -46,7 +46,8 @@ async fn status(ctx: &mut Context, args: CertStatusArgs) -> anyhow::Result<()> {
     // No names lists everything in scope, like `status`.
     cert_targets(ctx, &args.certificates, args.etcd.as_deref(), args.certificates.is_empty(), "default")?;
     let cluster = ctx.connect().await?;
-    let targets = cert_targets(ctx, &args.certificates, args.etcd.as_deref(), args.certificates.is_empty(), &cluster.namespace)?;
+    let targets =
+        cert_targets(ctx, &args.certificates, args.etcd.as_deref(), args.certificates.is_empty(), &cluster.namespace)?;
     let certs = ops::find(&cluster.client, &targets).await.map_err(cert_error)?;
     let report = CertificateReport { items: certs.iter().map(CertificateRow::of).collect() };
     ctx.printer.print(&report)?;

@@ -22,5 +22,6 @@ pub struct CompactArgs {
 
 /// Runs `compact`.
 pub async fn exec(ctx: &mut Context, args: CompactArgs) -> anyhow::Result<()> {
-    run_task(ctx, types::ON_DEMAND_SNAPSHOT_COMPACTION, &args.etcd, None, &shortcut_waits(&args.run, args.no_wait)).await
+    run_task(ctx, types::ON_DEMAND_SNAPSHOT_COMPACTION, &args.etcd, None, &shortcut_waits(&args.run, args.no_wait))
+        .await
 }

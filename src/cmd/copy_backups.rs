@@ -42,7 +42,9 @@ pub struct CopyBackupsArgs {
 
 /// Parses `PROVIDER:CONTAINER/PREFIX` into an etcd-druid `StoreSpec`.
 pub fn parse_store(flag: &str, text: &str, secret: Option<&str>) -> Result<Value, UsageError> {
-    let bad = || UsageError(format!("--{flag} {text:?}: expected PROVIDER:CONTAINER/PREFIX, e.g. S3:bucket/shoot--a/etcd-main"));
+    let bad = || {
+        UsageError(format!("--{flag} {text:?}: expected PROVIDER:CONTAINER/PREFIX, e.g. S3:bucket/shoot--a/etcd-main"))
+    };
     let (provider, rest) = text.split_once(':').ok_or_else(bad)?;
     let (container, prefix) = rest.split_once('/').ok_or_else(bad)?;
     if provider.is_empty() || container.is_empty() || prefix.is_empty() {
@@ -68,7 +70,8 @@ pub async fn exec(ctx: &mut Context, args: CopyBackupsArgs) -> anyhow::Result<()
         config["maxBackups"] = json!(n);
     }
     // JSON is YAML: the config string stays readable in `task describe`.
-    run_task(ctx, types::COPY_BACKUPS, &args.etcd, Some(config.to_string()), &shortcut_waits(&args.run, args.no_wait)).await
+    run_task(ctx, types::COPY_BACKUPS, &args.etcd, Some(config.to_string()), &shortcut_waits(&args.run, args.no_wait))
+        .await
 }
 
 #[cfg(test)]
@@ -78,7 +81,10 @@ mod tests {
     #[test]
     fn stores_parse_from_provider_container_prefix() {
         let s = parse_store("source", "S3:bucket/shoot--a/etcd-main", Some("creds")).unwrap();
-        assert_eq!(s, json!({"provider": "S3", "container": "bucket", "prefix": "shoot--a/etcd-main", "secretRef": {"name": "creds"}}));
+        assert_eq!(
+            s,
+            json!({"provider": "S3", "container": "bucket", "prefix": "shoot--a/etcd-main", "secretRef": {"name": "creds"}})
+        );
         assert!(parse_store("target", "bucket/prefix", None).is_err());
         assert!(parse_store("target", "S3:bucket", None).is_err());
     }

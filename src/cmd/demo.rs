@@ -46,7 +46,11 @@ impl Timeline {
 
 /// Runs the demo.
 pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join(format!("druidctl-demo-{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..6]));
+    let dir = std::env::temp_dir().join(format!(
+        "druidctl-demo-{}-{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    ));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let result = rt.block_on(async {
         let stop = CancellationToken::new();
@@ -73,7 +77,9 @@ async fn demo(dir: &PathBuf, args: &DemoArgs, stop: CancellationToken) -> anyhow
     let mut tl = Timeline { started: Instant::now(), entries: Vec::new() };
     println!("druidctl demo: permanent quorum loss and its recovery, on a local playground\n");
 
-    let t = tl.begin("start the playground: embedded API server + 3 real etcd members (etcd-druid, StatefulSet, sidecars simulated)");
+    let t = tl.begin(
+        "start the playground: embedded API server + 3 real etcd members (etcd-druid, StatefulSet, sidecars simulated)",
+    );
     let mut opts = PlaygroundOptions::new(dir);
     // Delta snapshots only hourly here, so the full snapshot below is the last backup before the disaster.
     opts.delta_snapshot_period = "1h".into();
@@ -92,7 +98,13 @@ async fn demo(dir: &PathBuf, args: &DemoArgs, stop: CancellationToken) -> anyhow
     Ok(())
 }
 
-async fn run_on(pg: &Playground, tl: &mut Timeline, t: Instant, args: &DemoArgs, stop: CancellationToken) -> anyhow::Result<()> {
+async fn run_on(
+    pg: &Playground,
+    tl: &mut Timeline,
+    t: Instant,
+    args: &DemoArgs,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
     pg.wait_ready(Duration::from_secs(60)).await?;
     tl.end("start the playground", t);
     let ns = pg.namespaces()[0].clone();
@@ -107,7 +119,8 @@ async fn run_on(pg: &Playground, tl: &mut Timeline, t: Instant, args: &DemoArgs,
     tl.end("write keys before the snapshot", t);
 
     let t = tl.begin("take a full snapshot through the backup sidecar (service proxy /snapshot/full)");
-    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/{etcd}-client:8080/proxy/snapshot/full")).body(Vec::new())?;
+    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/{etcd}-client:8080/proxy/snapshot/full"))
+        .body(Vec::new())?;
     let answer = pg.server().client().request_text(req).await.map_err(|e| anyhow::anyhow!("full snapshot: {e}"))?;
     tl.end("full snapshot", t);
     println!("         snapshot: {}", answer.trim().chars().take(160).collect::<String>());
@@ -153,12 +166,19 @@ async fn run_on(pg: &Playground, tl: &mut Timeline, t: Instant, args: &DemoArgs,
             survived = before;
             lost = args.keys_after - after;
         }
-        anyhow::ensure!(before == args.keys_before, "member {m} has {before} of the {} keys written before the snapshot", args.keys_before);
+        anyhow::ensure!(
+            before == args.keys_before,
+            "member {m} has {before} of the {} keys written before the snapshot",
+            args.keys_before
+        );
         anyhow::ensure!(after == 0, "member {m} still has {after} keys written after the snapshot");
     }
     tl.end("check the keys", t);
     println!("         survived: {survived}/{} keys written before the snapshot (/demo/before/*)", args.keys_before);
-    println!("         lost:     {lost}/{} keys written after the snapshot (/demo/after/*), as expected", args.keys_after);
+    println!(
+        "         lost:     {lost}/{} keys written after the snapshot (/demo/after/*), as expected",
+        args.keys_after
+    );
     println!(
         "         runbook: {} total, {} waiting for etcd/pods/druid, {} runbook overhead",
         human_ms(summary.total_ms),

@@ -33,13 +33,33 @@ pub enum ExitCode {
 impl ExitCode {
     /// Every code with its meaning, in table order.
     pub const ALL: &[(ExitCode, &str, &str)] = &[
-        (ExitCode::Success, "success", "The command did what was asked (for `status`: every Etcd is healthy or hibernated)."),
-        (ExitCode::Failed, "operation failed", "The API server refused or failed the operation, the cluster could not be reached, or output could not be written."),
-        (ExitCode::Usage, "invalid input or usage", "Unknown flag or command, malformed name/selector/duration, contradictory flags (`-A` with names, `NS/NAME` with a different `-n`, `-l` with names). Nothing was sent to the cluster."),
-        (ExitCode::Rejected, "rejected by a precondition or safety check", "A check refused the change before anything was changed (e.g. `reconcile` while spec reconciliation is suspended, a confirmation needed without a terminal and without `--yes`)."),
+        (
+            ExitCode::Success,
+            "success",
+            "The command did what was asked (for `status`: every Etcd is healthy or hibernated).",
+        ),
+        (
+            ExitCode::Failed,
+            "operation failed",
+            "The API server refused or failed the operation, the cluster could not be reached, or output could not be written.",
+        ),
+        (
+            ExitCode::Usage,
+            "invalid input or usage",
+            "Unknown flag or command, malformed name/selector/duration, contradictory flags (`-A` with names, `NS/NAME` with a different `-n`, `-l` with names). Nothing was sent to the cluster.",
+        ),
+        (
+            ExitCode::Rejected,
+            "rejected by a precondition or safety check",
+            "A check refused the change before anything was changed (e.g. `reconcile` while spec reconciliation is suspended, a confirmation needed without a terminal and without `--yes`).",
+        ),
         (ExitCode::Unhealthy, "unhealthy", "`status`: at least one Etcd is Degraded or has lost quorum."),
         (ExitCode::Forbidden, "forbidden", "RBAC denied a request, or the credentials were not accepted."),
-        (ExitCode::NotFound, "not found", "A named resource does not exist, or its API is not installed (`druidctl install` installs the EtcdOperatorTask CRD)."),
+        (
+            ExitCode::NotFound,
+            "not found",
+            "A named resource does not exist, or its API is not installed (`druidctl install` installs the EtcdOperatorTask CRD).",
+        ),
         (ExitCode::Timeout, "timeout", "A `--wait`/`--timeout` or `--request-timeout` ran out."),
         (ExitCode::Interrupted, "interrupted", "Ctrl-C (SIGINT)."),
     ];
@@ -52,7 +72,9 @@ impl ExitCode {
 
 fn from_cluster(e: &ClusterError) -> ExitCode {
     match e {
-        ClusterError::NotFound { .. } | ClusterError::ApiMissing { .. } | ClusterError::UnknownContext(_) => ExitCode::NotFound,
+        ClusterError::NotFound { .. } | ClusterError::ApiMissing { .. } | ClusterError::UnknownContext(_) => {
+            ExitCode::NotFound
+        }
         ClusterError::Forbidden(_) => ExitCode::Forbidden,
         ClusterError::Timeout { .. } => ExitCode::Timeout,
         ClusterError::NoConfig | ClusterError::Kubeconfig(_) => ExitCode::Usage,

@@ -30,8 +30,9 @@ pub struct InstallArgs {
 }
 
 fn options(args: &InstallArgs) -> anyhow::Result<InstallOptions> {
-    druidctl::kube::target::validate_dns_label(&args.serve_namespace)
-        .map_err(|e| druidctl::kube::UsageError(format!("invalid --serve-namespace {:?}: {e}", args.serve_namespace)))?;
+    druidctl::kube::target::validate_dns_label(&args.serve_namespace).map_err(|e| {
+        druidctl::kube::UsageError(format!("invalid --serve-namespace {:?}: {e}", args.serve_namespace))
+    })?;
     Ok(InstallOptions { serve_image: args.serve_image.clone(), serve_namespace: args.serve_namespace.clone() })
 }
 
@@ -57,8 +58,12 @@ pub async fn exec(ctx: &mut Context, args: InstallArgs) -> anyhow::Result<()> {
     let applied = druidctl::kube::install::apply(&cluster.client, &objects, args.dry_run).await?;
     if !args.dry_run {
         let crd = druidctl::api::task::crd();
-        druidctl::kube::install::wait_established(&cluster.client, crd.metadata.name.as_deref().unwrap_or_default(), args.timeout)
-            .await?;
+        druidctl::kube::install::wait_established(
+            &cluster.client,
+            crd.metadata.name.as_deref().unwrap_or_default(),
+            args.timeout,
+        )
+        .await?;
     }
     let suffix = if args.dry_run { " (server dry run)" } else { "" };
     match ctx.printer.format() {
@@ -70,8 +75,12 @@ pub async fn exec(ctx: &mut Context, args: InstallArgs) -> anyhow::Result<()> {
                 _ => ctx.printer.json(&doc)?,
             }
         }
-        OutputFormat::Name => ctx.printer.text(&applied.iter().map(|a| format!("{}\n", a.reference)).collect::<String>())?,
-        _ => ctx.printer.text(&applied.iter().map(|a| format!("{} {}{suffix}\n", a.reference, a.action)).collect::<String>())?,
+        OutputFormat::Name => {
+            ctx.printer.text(&applied.iter().map(|a| format!("{}\n", a.reference)).collect::<String>())?
+        }
+        _ => ctx
+            .printer
+            .text(&applied.iter().map(|a| format!("{} {}{suffix}\n", a.reference, a.action)).collect::<String>())?,
     }
     Ok(())
 }

@@ -27,11 +27,16 @@ impl Printable for InventoryView {
         let now = jiff::Timestamp::now();
         for g in &self.0.groups {
             if let Some(why) = &g.unavailable {
-                t.row(vec![Cell::plain(&g.kind), Cell::styled(format!("(unavailable: {why})"), Style::Warn), "-".into()]);
+                t.row(vec![
+                    Cell::plain(&g.kind),
+                    Cell::styled(format!("(unavailable: {why})"), Style::Warn),
+                    "-".into(),
+                ]);
                 continue;
             }
             for o in &g.objects {
-                let created = o.metadata.creation_timestamp.as_ref().map(|t| age::human(age::seconds_between(t.0, now)));
+                let created =
+                    o.metadata.creation_timestamp.as_ref().map(|t| age::human(age::seconds_between(t.0, now)));
                 let mut row = vec![
                     Cell::plain(&g.kind),
                     Cell::plain(o.metadata.name.clone().unwrap_or_default()),
@@ -46,20 +51,17 @@ impl Printable for InventoryView {
         t
     }
     fn document(&self) -> serde_json::Value {
-        let items = self
-            .0
-            .groups
-            .iter()
-            .flat_map(|g| g.objects.iter())
-            .filter_map(|o| serde_json::to_value(o).ok())
-            .collect();
+        let items =
+            self.0.groups.iter().flat_map(|g| g.objects.iter()).filter_map(|o| serde_json::to_value(o).ok()).collect();
         list_document(items)
     }
     fn names(&self) -> Vec<String> {
         self.0
             .groups
             .iter()
-            .flat_map(|g| g.objects.iter().map(move |o| format!("{}/{}", g.resource, o.metadata.name.clone().unwrap_or_default())))
+            .flat_map(|g| {
+                g.objects.iter().map(move |o| format!("{}/{}", g.resource, o.metadata.name.clone().unwrap_or_default()))
+            })
             .collect()
     }
 }

@@ -74,7 +74,10 @@ async fn delete(ctx: &mut Context, args: MachineDeleteArgs) -> anyhow::Result<()
     };
     validate_dns_subdomain(raw).map_err(|e| druidctl::kube::UsageError(format!("invalid name {raw:?}: {e}")))?;
     if ctx.global.all_namespaces || ctx.global.selector.is_some() {
-        return Err(druidctl::kube::UsageError("machine delete takes one machine or node; -A and -l do not apply".into()).into());
+        return Err(druidctl::kube::UsageError(
+            "machine delete takes one machine or node; -A and -l do not apply".into(),
+        )
+        .into());
     }
     let cluster = ctx.connect().await?;
     let ns = ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone());

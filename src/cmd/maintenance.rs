@@ -36,5 +36,6 @@ pub async fn exec(ctx: &mut Context, args: MaintenanceArgs) -> anyhow::Result<()
         "maintenanceType:\n  etcdCompaction: {}\n  etcdDefragmentation: {}\n",
         args.compaction, args.defragmentation
     );
-    run_task(ctx, types::ON_DEMAND_MAINTENANCE, &args.etcd, Some(config), &shortcut_waits(&args.run, args.no_wait)).await
+    run_task(ctx, types::ON_DEMAND_MAINTENANCE, &args.etcd, Some(config), &shortcut_waits(&args.run, args.no_wait))
+        .await
 }

@@ -2,8 +2,8 @@
 //! Each command file turns arguments into a library call and prints the result; nothing here decides.
 
 pub mod cert;
-pub mod completion;
 pub mod compact;
+pub mod completion;
 pub mod copy_backups;
 pub mod demo;
 pub mod exit;
@@ -199,7 +199,12 @@ impl Context {
     }
 
     /// Resolves targets against the context's namespace.
-    pub fn targets(&self, cluster: &Cluster, names: &[String], when: WhenUnnamed) -> Result<Targets, druidctl::kube::UsageError> {
+    pub fn targets(
+        &self,
+        cluster: &Cluster,
+        names: &[String],
+        when: WhenUnnamed,
+    ) -> Result<Targets, druidctl::kube::UsageError> {
         resolve(&self.target_args(names), &cluster.namespace, when, "etcd")
     }
 
@@ -246,7 +251,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         Command::Renew(a) => renew::exec(&mut ctx, a).await,
                         Command::Cert(a) => cert::exec(&mut ctx, a).await,
                         Command::Machine(a) => machine::exec(&mut ctx, a).await,
-                        Command::Version(_) | Command::Completion(_) | Command::Generate(_) | Command::Serve(_) | Command::Runbook(_) | Command::Playground(_) | Command::Demo(_) => unreachable!("handled above"),
+                        Command::Version(_)
+                        | Command::Completion(_)
+                        | Command::Generate(_)
+                        | Command::Serve(_)
+                        | Command::Runbook(_)
+                        | Command::Playground(_)
+                        | Command::Demo(_) => unreachable!("handled above"),
                     }
                 };
                 tokio::select! {
@@ -305,7 +316,11 @@ pub async fn write_targets(ctx: &Context, names: &[String]) -> anyhow::Result<(C
         return Err(druidctl::kube::ClusterError::NotFound {
             kind: "etcd".into(),
             name: ctx.global.selector.clone().map(|s| format!("matching -l {s}")).unwrap_or_default(),
-            namespace: if ctx.global.all_namespaces { "(all)".into() } else { ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone()) },
+            namespace: if ctx.global.all_namespaces {
+                "(all)".into()
+            } else {
+                ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone())
+            },
             hint: None,
         }
         .into());

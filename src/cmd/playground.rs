@@ -72,7 +72,9 @@ pub struct BreakArgs {
 
 /// The state directory.
 pub fn state_dir(dir: Option<PathBuf>) -> PathBuf {
-    if let Some(d) = dir.or_else(|| std::env::var_os("DRUIDCTL_PLAYGROUND_DIR").filter(|v| !v.is_empty()).map(PathBuf::from)) {
+    if let Some(d) =
+        dir.or_else(|| std::env::var_os("DRUIDCTL_PLAYGROUND_DIR").filter(|v| !v.is_empty()).map(PathBuf::from))
+    {
         return d;
     }
     let base = std::env::var_os("XDG_STATE_HOME")
@@ -109,7 +111,9 @@ pub fn exec(ctx: &mut Context, args: PlaygroundArgs) -> anyhow::Result<()> {
                     dir.display(),
                     dir.join("kubeconfig").display()
                 ))?,
-                Some(pid) => ctx.printer.text(&format!("playground starting (pid {pid}, state {})\n", dir.display()))?,
+                Some(pid) => {
+                    ctx.printer.text(&format!("playground starting (pid {pid}, state {})\n", dir.display()))?
+                }
                 None => ctx.printer.text(&format!("no playground running (state {})\n", dir.display()))?,
             }
             Ok(())
@@ -120,7 +124,11 @@ pub fn exec(ctx: &mut Context, args: PlaygroundArgs) -> anyhow::Result<()> {
 
 async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
     if let Some(pid) = pid_alive(dir) {
-        anyhow::bail!("a playground already runs from {} (pid {pid}); stop it with `druidctl playground down --dir {}`", dir.display(), dir.display());
+        anyhow::bail!(
+            "a playground already runs from {} (pid {pid}); stop it with `druidctl playground down --dir {}`",
+            dir.display(),
+            dir.display()
+        );
     }
     let _ = std::fs::remove_file(dir.join("ready"));
     let mut opts = PlaygroundOptions::new(dir);
@@ -158,7 +166,9 @@ async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
 /// Starts a playground and installs the EtcdOperatorTask CRD into it (runbooks journal in tasks).
 pub async fn start(opts: PlaygroundOptions) -> anyhow::Result<Playground> {
     if druidctl::sim::etcd::EtcdBinary::find().is_none() {
-        anyhow::bail!("the playground runs real etcd processes, but no etcd binary was found; install it (Debian/Ubuntu: apt install etcd-server) or set DRUIDCTL_ETCD_BIN");
+        anyhow::bail!(
+            "the playground runs real etcd processes, but no etcd binary was found; install it (Debian/Ubuntu: apt install etcd-server) or set DRUIDCTL_ETCD_BIN"
+        );
     }
     let pg = Playground::up(opts).await?;
     let crd = serde_json::to_string(&druidctl::api::task::crd())?;
@@ -177,7 +187,15 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
     cmd.args(["playground", "--dir"])
         .arg(dir)
-        .args(["up", "--members", &a.members.to_string(), "--etcds", &a.etcds.to_string(), "--timeout", &format!("{}s", a.timeout.as_secs())])
+        .args([
+            "up",
+            "--members",
+            &a.members.to_string(),
+            "--etcds",
+            &a.etcds.to_string(),
+            "--timeout",
+            &format!("{}s", a.timeout.as_secs()),
+        ])
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
@@ -192,11 +210,18 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
     let deadline = Instant::now() + a.timeout + Duration::from_secs(10);
     while !dir.join("ready").exists() {
         if let Some(status) = child.try_wait()? {
-            anyhow::bail!("the playground exited ({status}) before it was ready; see {}", dir.join("playground.log").display());
+            anyhow::bail!(
+                "the playground exited ({status}) before it was ready; see {}",
+                dir.join("playground.log").display()
+            );
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            anyhow::bail!("the playground was not ready after {}s; see {}", a.timeout.as_secs(), dir.join("playground.log").display());
+            anyhow::bail!(
+                "the playground was not ready after {}s; see {}",
+                a.timeout.as_secs(),
+                dir.join("playground.log").display()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -218,14 +243,20 @@ async fn serve_break_requests(pg: &Playground, dir: &Path) {
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "json") {
-            let answer = match std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()) {
+            let answer = match std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            {
                 Some(req) => {
                     let kind = req["kind"].as_str().unwrap_or_default().parse::<BreakKind>();
                     match kind {
                         Ok(kind) => {
                             let target = BreakTarget {
                                 namespace: req["namespace"].as_str().map(String::from),
-                                members: req["members"].as_array().map(|a| a.iter().filter_map(|m| m.as_u64()).map(|m| m as u32).collect()).unwrap_or_default(),
+                                members: req["members"]
+                                    .as_array()
+                                    .map(|a| a.iter().filter_map(|m| m.as_u64()).map(|m| m as u32).collect())
+                                    .unwrap_or_default(),
                                 down_for: req["downForMs"].as_u64().map(Duration::from_millis),
                             };
                             match pg.break_(kind, &target).await {
@@ -247,7 +278,10 @@ async fn serve_break_requests(pg: &Playground, dir: &Path) {
 async fn request_break(ctx: &mut Context, dir: &Path, a: BreakArgs) -> anyhow::Result<()> {
     a.kind.parse::<BreakKind>().map_err(druidctl::kube::UsageError)?;
     if pid_alive(dir).is_none() || !dir.join("ready").exists() {
-        anyhow::bail!("no playground is running from {}; start one with `druidctl playground up --detach`", dir.display());
+        anyhow::bail!(
+            "no playground is running from {}; start one with `druidctl playground up --detach`",
+            dir.display()
+        );
     }
     std::fs::create_dir_all(requests_dir(dir))?;
     let id = uuid::Uuid::new_v4().simple().to_string();

@@ -33,7 +33,13 @@ pub struct RenewArgs {
 }
 
 /// Resolves certificate targets (names, `--etcd`, `--all`, `-l`, `-A`) against `default_ns`.
-pub fn cert_targets(ctx: &Context, names: &[String], etcd: Option<&str>, all: bool, default_ns: &str) -> Result<CertTargets, druidctl::kube::UsageError> {
+pub fn cert_targets(
+    ctx: &Context,
+    names: &[String],
+    etcd: Option<&str>,
+    all: bool,
+    default_ns: &str,
+) -> Result<CertTargets, druidctl::kube::UsageError> {
     let args = |names: Vec<String>| TargetArgs {
         names,
         namespace: ctx.global.namespace.clone(),
@@ -49,7 +55,9 @@ pub fn cert_targets(ctx: &Context, names: &[String], etcd: Option<&str>, all: bo
     let when = if all { WhenUnnamed::ListAll } else { WhenUnnamed::RequireNameOrSelector };
     resolve(&args(names.to_vec()), default_ns, when, "certificate").map(CertTargets::Certificates).map_err(|e| {
         if names.is_empty() && !all && ctx.global.selector.is_none() {
-            druidctl::kube::UsageError("name the certificates to renew, or use --etcd ETCD, --all or -l SELECTOR".into())
+            druidctl::kube::UsageError(
+                "name the certificates to renew, or use --etcd ETCD, --all or -l SELECTOR".into(),
+            )
         } else {
             e
         }
@@ -100,7 +108,11 @@ pub async fn exec(ctx: &mut Context, args: RenewArgs) -> anyhow::Result<()> {
         return Err(ClusterError::NotFound {
             kind: "certificate".into(),
             name: ctx.global.selector.clone().map(|s| format!("matching -l {s}")).unwrap_or_default(),
-            namespace: if ctx.global.all_namespaces { "(all)".into() } else { ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone()) },
+            namespace: if ctx.global.all_namespaces {
+                "(all)".into()
+            } else {
+                ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone())
+            },
             hint: None,
         }
         .into());

@@ -169,7 +169,8 @@ async fn resolve_machine(
     let raw = match target {
         MachineTarget::Machine(m) | MachineTarget::Node(m) => m,
     };
-    druidctl::kube::target::validate_dns_subdomain(raw).map_err(|e| druidctl::kube::UsageError(format!("invalid name {raw:?}: {e}")))?;
+    druidctl::kube::target::validate_dns_subdomain(raw)
+        .map_err(|e| druidctl::kube::UsageError(format!("invalid name {raw:?}: {e}")))?;
     let machine_ns = ctx.global.namespace.clone().unwrap_or(default_ns.to_string());
     let config_for = |etcd_ns: &str| {
         let mut c = match target {
@@ -192,10 +193,16 @@ async fn resolve_machine(
         Ok(p) => Some(p),
         Err(MachineError::Cluster(c)) => match (&c, &given) {
             // The machine is gone because an earlier run deleted it: continue that run.
-            (ClusterError::NotFound { .. }, Some((ns, name))) if has_unfinished(client, &MACHINE_REPLACEMENT, ns, name, &config_for(ns)).await => None,
+            (ClusterError::NotFound { .. }, Some((ns, name)))
+                if has_unfinished(client, &MACHINE_REPLACEMENT, ns, name, &config_for(ns)).await =>
+            {
+                None
+            }
             _ => return Err(c.into()),
         },
-        Err(refused @ MachineError::WouldLoseQuorum(_)) => return Err(AnnotateError::Rejected(refused.to_string()).into()),
+        Err(refused @ MachineError::WouldLoseQuorum(_)) => {
+            return Err(AnnotateError::Rejected(refused.to_string()).into());
+        }
     };
     let (etcd_ns, etcd_name) = match (given, &plan) {
         (Some(g), _) => g,
@@ -211,7 +218,11 @@ async fn resolve_machine(
             }
             many => {
                 let names: Vec<String> = many.iter().map(|e| format!("{}/{}", e.namespace, e.etcd)).collect();
-                return Err(druidctl::kube::UsageError(format!("members of several etcds run on the node ({}); choose one with --etcd", names.join(", "))).into());
+                return Err(druidctl::kube::UsageError(format!(
+                    "members of several etcds run on the node ({}); choose one with --etcd",
+                    names.join(", ")
+                ))
+                .into());
             }
         },
         (None, None) => unreachable!("without --etcd the target was inspected"),
@@ -249,8 +260,12 @@ async fn resolve_machine(
 pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
     let (rb, target, flags) = match args.command {
         RunbookCommand::List => return list(ctx),
-        RunbookCommand::QuorumLossRecovery(a) => (QUORUM_LOSS_RECOVERY, Target::Etcd { etcd: a.etcd, member: None }, a.flags),
-        RunbookCommand::MemberRestore(a) => (MEMBER_RESTORE, Target::Etcd { etcd: a.etcd, member: Some(a.member) }, a.flags),
+        RunbookCommand::QuorumLossRecovery(a) => {
+            (QUORUM_LOSS_RECOVERY, Target::Etcd { etcd: a.etcd, member: None }, a.flags)
+        }
+        RunbookCommand::MemberRestore(a) => {
+            (MEMBER_RESTORE, Target::Etcd { etcd: a.etcd, member: Some(a.member) }, a.flags)
+        }
         RunbookCommand::CertRenewal(a) => (CERT_RENEWAL, Target::Etcd { etcd: a.etcd, member: None }, a.flags),
         RunbookCommand::MachineReplacement(a) => {
             let target = match (a.machine, a.node) {
@@ -274,7 +289,8 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
                 (ns, name, member.as_deref().map(druidctl::tasks::member_restore::config_for), args)
             }
             Target::Machine { target, force, etcd } => {
-                let (ns, name, config, args) = resolve_machine(ctx, &cluster.client, &cluster.namespace, target, *force, etcd.as_deref()).await?;
+                let (ns, name, config, args) =
+                    resolve_machine(ctx, &cluster.client, &cluster.namespace, target, *force, etcd.as_deref()).await?;
                 (ns, name, Some(config), args)
             }
         };
@@ -370,7 +386,11 @@ fn list(ctx: &mut Context) -> anyhow::Result<()> {
         _ => {
             let mut t = druidctl::output::Table::new(&["RUNBOOK", "TASK TYPE", "WHAT IT DOES"]);
             for r in ALL {
-                t.row(vec![druidctl::output::Cell::plain(r.name), druidctl::output::Cell::plain(r.task_type), druidctl::output::Cell::plain(r.summary)]);
+                t.row(vec![
+                    druidctl::output::Cell::plain(r.name),
+                    druidctl::output::Cell::plain(r.task_type),
+                    druidctl::output::Cell::plain(r.summary),
+                ]);
             }
             ctx.printer.print(&ListTable(t))?;
         }
@@ -459,7 +479,14 @@ impl CliOperator {
         let mut out = vec![format!("{:<width$}  {:<22}  {:>8}  {:>8}", "STEP", "RESULT", "TIME", "WAITED")];
         for t in &s.steps {
             let name = if t.destructive { format!("{}!", t.name) } else { t.name.clone() };
-            out.push(format!("{:<width$}  {:<22}  {:>8}  {:>8}", name, t.how, human_ms(t.duration_ms), human_ms(t.waited_ms), width = width));
+            out.push(format!(
+                "{:<width$}  {:<22}  {:>8}  {:>8}",
+                name,
+                t.how,
+                human_ms(t.duration_ms),
+                human_ms(t.waited_ms),
+                width = width
+            ));
         }
         out.push(format!(
             "total {} — waiting for etcd/pods/druid {}, confirmations {}, runbook overhead {}",
@@ -489,12 +516,21 @@ impl Operator for CliOperator {
                 };
                 self.line(&self.bold(&head));
                 if let Some(b) = backup {
-                    let age = b.age_seconds.map(|a| format!("{} old", druidctl::output::age::human(a))).unwrap_or_else(|| "none found".into());
+                    let age = b
+                        .age_seconds
+                        .map(|a| format!("{} old", druidctl::output::age::human(a)))
+                        .unwrap_or_else(|| "none found".into());
                     self.line(&format!("Newest full snapshot: {age}{}", if b.stale { " (STALE)" } else { "" }));
                 }
                 self.line(&format!("What can be lost: {data_loss}"));
                 for s in steps {
-                    let mark = if s.done { "done " } else if s.destructive { "DESTRUCTIVE " } else { "" };
+                    let mark = if s.done {
+                        "done "
+                    } else if s.destructive {
+                        "DESTRUCTIVE "
+                    } else {
+                        ""
+                    };
                     let mark = if s.destructive && !s.done { self.red(mark) } else { mark.to_string() };
                     self.line(&format!("{:>3}. {mark}{} — {}", s.index, s.name, s.description));
                     for k in &s.kubectl {
@@ -503,17 +539,22 @@ impl Operator for CliOperator {
                 }
             }
             Event::Warning { message } => self.line(&format!("warning: {message}")),
-            Event::Task { name, created } => {
-                self.line(&format!("{} task {name} (journal: its status and annotations)", if *created { "Created" } else { "Continuing" }))
-            }
-            Event::WaitingForLease { holder, expires_in_ms } => {
-                self.line(&format!("waiting for the previous executor {holder} (its lease expires in {})", human_ms(*expires_in_ms)))
-            }
+            Event::Task { name, created } => self.line(&format!(
+                "{} task {name} (journal: its status and annotations)",
+                if *created { "Created" } else { "Continuing" }
+            )),
+            Event::WaitingForLease { holder, expires_in_ms } => self.line(&format!(
+                "waiting for the previous executor {holder} (its lease expires in {})",
+                human_ms(*expires_in_ms)
+            )),
             Event::StepStarted { index, total, name, destructive, .. } => {
                 let label = format!("[{index}/{total}] {name}{}", if *destructive { " (destructive)" } else { "" });
                 if self.interactive_stderr && !self.jsonl {
                     let pb = ProgressBar::new_spinner();
-                    pb.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                    pb.set_style(
+                        ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
                     pb.set_message(label);
                     pb.enable_steady_tick(Duration::from_millis(120));
                     *self.bar.lock().expect("bar") = Some(pb);
@@ -528,7 +569,9 @@ impl Operator for CliOperator {
                     self.line(&format!("  … {name}: {reason}"));
                 }
             }
-            Event::StepRetry { name, error, retry_in_ms } => self.line(&format!("  ! {name}: {error}; retrying in {}", human_ms(*retry_in_ms))),
+            Event::StepRetry { name, error, retry_in_ms } => {
+                self.line(&format!("  ! {name}: {error}; retrying in {}", human_ms(*retry_in_ms)))
+            }
             Event::StepFinished { name, how, duration_ms, .. } => {
                 self.finish();
                 self.line(&format!("✓ {name}: {how} in {}", human_ms(*duration_ms)));

@@ -96,7 +96,11 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
         prefer_in_cluster: true,
     })
     .await?;
-    let scope = if ctx.global.all_namespaces { None } else { Some(ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone())) };
+    let scope = if ctx.global.all_namespaces {
+        None
+    } else {
+        Some(ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone()))
+    };
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let mut opts = ReconcilerOptions::new(&identity);
     opts.executor_lease = args.lease_duration;
@@ -104,7 +108,8 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let base = Arc::new(Reconciler::new(cluster.client.clone(), Arc::new(Registry::standard()), opts));
     let health = Arc::new(Health::default());
-    let bound = controller::serve_endpoints(args.metrics_addr, base.metrics.clone(), health.clone(), stop.clone()).await?;
+    let bound =
+        controller::serve_endpoints(args.metrics_addr, base.metrics.clone(), health.clone(), stop.clone()).await?;
     tracing::info!(%identity, namespace = scope.as_deref().unwrap_or("(all)"), workers = args.workers, metrics = %bound, "serving");
     let copts = ControllerOptions { namespace: scope.clone(), workers: args.workers, resync: Duration::from_secs(30) };
     let run = {

@@ -38,5 +38,6 @@ pub async fn exec(ctx: &mut Context, args: SnapshotArgs) -> anyhow::Result<()> {
         Kind::Full => "type: full\n",
         Kind::Delta => "type: delta\n",
     };
-    run_task(ctx, types::ON_DEMAND_SNAPSHOT, &args.etcd, Some(config.into()), &shortcut_waits(&args.run, args.no_wait)).await
+    run_task(ctx, types::ON_DEMAND_SNAPSHOT, &args.etcd, Some(config.into()), &shortcut_waits(&args.run, args.no_wait))
+        .await
 }

@@ -25,7 +25,11 @@ pub struct StatusArgs {
 }
 
 /// Reads and judges every target Etcd concurrently.
-async fn reports(ctx: &Context, cluster: &druidctl::kube::Cluster, names: &[String]) -> anyhow::Result<Vec<HealthReport>> {
+async fn reports(
+    ctx: &Context,
+    cluster: &druidctl::kube::Cluster,
+    names: &[String],
+) -> anyhow::Result<Vec<HealthReport>> {
     let targets = ctx.targets(cluster, names, WhenUnnamed::ListAll)?;
     let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
     let inputs = futures::future::try_join_all(etcds.into_iter().map(|e| health::collect(&cluster.client, e))).await?;
@@ -70,7 +74,8 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
         health::require_healthy(&reports)?;
         return Ok(());
     }
-    let clear = std::io::stdout().is_terminal() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
+    let clear =
+        std::io::stdout().is_terminal() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
     let mut last: Option<String> = None;
     loop {
         let reports = reports(ctx, &cluster, &args.targets.etcds).await?;
@@ -78,7 +83,8 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
         let fingerprint: String = reports
             .iter()
             .map(|r| {
-                let members: Vec<(&str, bool, &str)> = r.members.iter().map(|m| (m.name.as_str(), m.ready, m.reason.as_str())).collect();
+                let members: Vec<(&str, bool, &str)> =
+                    r.members.iter().map(|m| (m.name.as_str(), m.ready, m.reason.as_str())).collect();
                 format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
             })
             .collect();

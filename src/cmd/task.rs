@@ -143,9 +143,12 @@ fn read_config(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>>
     let Some(path) = path else { return Ok(None) };
     let mut text = String::new();
     if path.as_os_str() == "-" {
-        std::io::stdin().read_to_string(&mut text).map_err(|e| UsageError(format!("cannot read the config from stdin: {e}")))?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| UsageError(format!("cannot read the config from stdin: {e}")))?;
     } else {
-        text = std::fs::read_to_string(path).map_err(|e| UsageError(format!("cannot read config file {}: {e}", path.display())))?;
+        text = std::fs::read_to_string(path)
+            .map_err(|e| UsageError(format!("cannot read config file {}: {e}", path.display())))?;
     }
     Ok(Some(text))
 }
@@ -192,7 +195,13 @@ fn classified(e: TaskOpsError) -> anyhow::Error {
 }
 
 /// Creates a task of `type_` for `etcd` and runs it as `run` says (shared by `task create` and shortcuts).
-pub async fn run_task(ctx: &mut Context, type_: &str, etcd: &str, config: Option<String>, run: &RunArgs) -> anyhow::Result<()> {
+pub async fn run_task(
+    ctx: &mut Context,
+    type_: &str,
+    etcd: &str,
+    config: Option<String>,
+    run: &RunArgs,
+) -> anyhow::Result<()> {
     let registry = Arc::new(Registry::standard());
     // Bad type or config is a usage error, found before connecting.
     registry.plan(type_, config.as_deref()).map_err(|e| UsageError(e.to_string()))?;
@@ -268,7 +277,9 @@ fn print_transition(ctx: &mut Context, format: OutputFormat, t: &Transition) -> 
 fn print_created(ctx: &mut Context, task: &EtcdOperatorTask) -> anyhow::Result<()> {
     let name = task.metadata.name.clone().unwrap_or_default();
     match ctx.printer.format() {
-        OutputFormat::Table | OutputFormat::Wide => ctx.printer.text(&format!("etcdoperatortask.druid.gardener.cloud/{name} created\n"))?,
+        OutputFormat::Table | OutputFormat::Wide => {
+            ctx.printer.text(&format!("etcdoperatortask.druid.gardener.cloud/{name} created\n"))?
+        }
         _ => ctx.printer.print(&TaskList(vec![task.clone()]))?,
     }
     Ok(())
@@ -319,19 +330,30 @@ impl Printable for TaskList {
         t
     }
     fn document(&self) -> serde_json::Value {
-        let items: Vec<serde_json::Value> = self.0.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
-        if items.len() == 1 { items.into_iter().next().unwrap_or_default() } else { druidctl::output::list_document(items) }
+        let items: Vec<serde_json::Value> =
+            self.0.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
+        if items.len() == 1 {
+            items.into_iter().next().unwrap_or_default()
+        } else {
+            druidctl::output::list_document(items)
+        }
     }
     fn names(&self) -> Vec<String> {
-        self.0.iter().map(|t| format!("etcdoperatortask.druid.gardener.cloud/{}", t.metadata.name.clone().unwrap_or_default())).collect()
+        self.0
+            .iter()
+            .map(|t| format!("etcdoperatortask.druid.gardener.cloud/{}", t.metadata.name.clone().unwrap_or_default()))
+            .collect()
     }
 }
 
 async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
     let cluster = ctx.connect().await?;
     let ns = namespace(ctx, &cluster);
-    let api: Api<EtcdOperatorTask> =
-        if ctx.global.all_namespaces { Api::all(cluster.client.clone()) } else { Api::namespaced(cluster.client.clone(), &ns) };
+    let api: Api<EtcdOperatorTask> = if ctx.global.all_namespaces {
+        Api::all(cluster.client.clone())
+    } else {
+        Api::namespaced(cluster.client.clone(), &ns)
+    };
     let mut lp = ListParams::default();
     if let Some(sel) = &ctx.global.selector {
         lp = lp.labels(sel);
@@ -340,7 +362,9 @@ async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
     if let Some(etcd) = &args.etcd {
         items.retain(|t| t.spec.owner_etcd_refrence.name == *etcd);
     }
-    items.sort_by_key(|t| (t.metadata.namespace.clone(), t.metadata.creation_timestamp.as_ref().map(|c| c.0), t.metadata.name.clone()));
+    items.sort_by_key(|t| {
+        (t.metadata.namespace.clone(), t.metadata.creation_timestamp.as_ref().map(|c| c.0), t.metadata.name.clone())
+    });
     if items.is_empty() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide) {
         ctx.printer.text("No tasks found.\n")?;
         return Ok(());
@@ -391,7 +415,10 @@ async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
     let mut s = String::new();
     let status = task.status.clone().unwrap_or_default();
     s.push_str(&format!("Name:         {}\nNamespace:    {ns}\nType:         {}\n", args.name, task.spec.type_));
-    s.push_str(&format!("Etcd:         {}/{}\n", task.spec.owner_etcd_refrence.namespace, task.spec.owner_etcd_refrence.name));
+    s.push_str(&format!(
+        "Etcd:         {}/{}\n",
+        task.spec.owner_etcd_refrence.namespace, task.spec.owner_etcd_refrence.name
+    ));
     s.push_str(&format!("Config:       {}\n", config.unwrap_or_else(|e| format!("(invalid: {e})"))));
     s.push_str(&format!(
         "TTL:          {}s after finishing\n",
@@ -402,14 +429,24 @@ async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
         s.push_str(&format!("Initiated:    {}\n", t.0));
     }
     if let Some(op) = &status.last_operation {
-        s.push_str(&format!("Step:         {} ({:?}) since {}\n  Reason:     {}\n", op.name, op.state, op.last_transition_time.0, op.reason));
+        s.push_str(&format!(
+            "Step:         {} ({:?}) since {}\n  Reason:     {}\n",
+            op.name, op.state, op.last_transition_time.0, op.reason
+        ));
     }
     if let Ok(plan) = registry.plan(&task.spec.type_, task.spec.config.as_deref()) {
-        let etcd: Api<druidctl::api::Etcd> = Api::namespaced(cluster.client.clone(), &task.spec.owner_etcd_refrence.namespace);
+        let etcd: Api<druidctl::api::Etcd> =
+            Api::namespaced(cluster.client.clone(), &task.spec.owner_etcd_refrence.namespace);
         if let Ok(e) = etcd.get(&task.spec.owner_etcd_refrence.name).await {
             s.push_str("Steps:\n");
             for (i, step) in plan.steps(&e).iter().enumerate() {
-                s.push_str(&format!("  {}. {}{}: {}\n", i + 1, step.name(), if step.destructive() { " (destructive)" } else { "" }, step.description()));
+                s.push_str(&format!(
+                    "  {}. {}{}: {}\n",
+                    i + 1,
+                    step.name(),
+                    if step.destructive() { " (destructive)" } else { "" },
+                    step.description()
+                ));
             }
         }
     }
@@ -442,8 +479,10 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
         match format {
             OutputFormat::Jsonl | OutputFormat::Json => ctx.printer.jsonl(t)?,
             _ => {
-                let step = t.step.as_deref().map(|s| format!(" {s} {}", t.step_state.unwrap_or(""))).unwrap_or_default();
-                let reason = t.reason.as_deref().filter(|r| !r.is_empty()).map(|r| format!(": {r}")).unwrap_or_default();
+                let step =
+                    t.step.as_deref().map(|s| format!(" {s} {}", t.step_state.unwrap_or(""))).unwrap_or_default();
+                let reason =
+                    t.reason.as_deref().filter(|r| !r.is_empty()).map(|r| format!(": {r}")).unwrap_or_default();
                 ctx.printer.text(&format!("{} {} {}{step}{reason}\n", t.observed_at, t.task, t.state))?;
             }
         }

@@ -1,8 +1,8 @@
 //! Judging an Etcd from plain data: no I/O, so every rule is unit-tested without a server.
 
+use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use jiff::Timestamp;
 
 use super::model::*;
 use super::quorum::Quorum;
@@ -49,7 +49,8 @@ pub fn pod_not_ready_reason(pod: &Pod) -> &'static str {
     let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
     let crash_looping = statuses.iter().any(|c| {
         c.restart_count > 1
-            || c.state.as_ref().and_then(|s| s.waiting.as_ref()).and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff")
+            || c.state.as_ref().and_then(|s| s.waiting.as_ref()).and_then(|w| w.reason.as_deref())
+                == Some("CrashLoopBackOff")
     });
     let ever_started = statuses.iter().any(|c| {
         c.restart_count > 0
@@ -136,9 +137,10 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
         let pvc = inputs.pvcs.iter().find(|p| p.metadata.name.as_deref() == Some(pvc_name.as_str()));
         let pvc_view = PvcView {
             name: pvc_name.clone(),
-            phase: pvc.and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone()).unwrap_or_else(|| {
-                if pvc.is_some() { "Unknown".into() } else { "Missing".into() }
-            }),
+            phase: pvc
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_else(|| if pvc.is_some() { "Unknown".into() } else { "Missing".into() }),
         };
         let pod_is_ready = pod.is_some_and(pod_ready);
         let druid_ready = druid.map(|m| m.status == "Ready");
@@ -155,7 +157,8 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
         } else {
             "LeaseNotRenewed".into()
         };
-        let status = druid.map(|m| m.status.clone()).unwrap_or_else(|| if ready { "Ready".into() } else { "NotReady".into() });
+        let status =
+            druid.map(|m| m.status.clone()).unwrap_or_else(|| if ready { "Ready".into() } else { "NotReady".into() });
         let holder = lease.as_ref().and_then(|l| l.holder.clone());
         // The role in a stale lease is history, not the member's current role.
         let (holder_id, holder_role) = match holder.as_deref().and_then(|h| h.split_once(':')) {
@@ -240,7 +243,8 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
     let tasks = match &inputs.tasks {
         None => Tasks { crd_installed: false, recent: Vec::new() },
         Some(all) => {
-            let mut mine: Vec<&EtcdOperatorTask> = all.iter().filter(|t| t.targets(&key.namespace, &key.name)).collect();
+            let mut mine: Vec<&EtcdOperatorTask> =
+                all.iter().filter(|t| t.targets(&key.namespace, &key.name)).collect();
             mine.sort_by(|a, b| {
                 let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
                 let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -254,7 +258,14 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
                     type_: t.spec.type_.clone(),
                     state: t.state().as_str().to_string(),
                     last_operation: t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| {
-                        format!("{} {}", o.name, serde_json::to_value(o.state).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default())
+                        format!(
+                            "{} {}",
+                            o.name,
+                            serde_json::to_value(o.state)
+                                .ok()
+                                .and_then(|v| v.as_str().map(String::from))
+                                .unwrap_or_default()
+                        )
                     }),
                     age_seconds: age(t.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
                 })
@@ -276,10 +287,9 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
     let failures = |n: u32| if n == 1 { "1 more failure".to_string() } else { format!("{n} more failures") };
     let summary = match verdict {
         Verdict::Hibernated => "scaled to 0 replicas".to_string(),
-        Verdict::QuorumLost => format!(
-            "quorum lost: {} of {} members ready, {} needed",
-            quorum.ready, quorum.members, quorum.needed
-        ),
+        Verdict::QuorumLost => {
+            format!("quorum lost: {} of {} members ready, {} needed", quorum.ready, quorum.members, quorum.needed)
+        }
         Verdict::Degraded => format!(
             "quorate, {} of {} members ready (tolerates {}); {} problem{}",
             quorum.ready,

@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{Api, ListParams};
 use kube::Client;
+use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
 use super::assess::HealthInputs;
@@ -14,7 +14,10 @@ use crate::kube::error::Subject;
 
 async fn get_all<K>(client: &Client, ns: &str, kind: &str, names: Vec<String>) -> Result<Vec<K>, ClusterError>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
 {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let found = futures::future::try_join_all(names.iter().map(|n| {
@@ -42,7 +45,8 @@ pub async fn collect(client: &Client, etcd: Etcd) -> Result<HealthInputs, Cluste
     let tasks = async {
         match tasks_api.list(&ListParams::default()).await {
             Ok(l) => Ok(Some(l.items)),
-            Err(e) => match ClusterError::from_kube(e, &Subject { kind: "EtcdOperatorTask", name: "", namespace: &ns }) {
+            Err(e) => match ClusterError::from_kube(e, &Subject { kind: "EtcdOperatorTask", name: "", namespace: &ns })
+            {
                 ClusterError::ApiMissing { .. } => Ok(None),
                 other => Err(other),
             },

@@ -29,6 +29,8 @@ pub fn require_healthy(reports: &[HealthReport]) -> Result<(), NotHealthy> {
     let bad: Vec<&HealthReport> = reports.iter().filter(|r| !r.verdict.is_ok()).collect();
     match bad.first() {
         None => Ok(()),
-        Some(r) => Err(NotHealthy { unhealthy: bad.len(), total: reports.len(), first: format!("{}: {}", r.etcd, r.summary) }),
+        Some(r) => {
+            Err(NotHealthy { unhealthy: bad.len(), total: reports.len(), first: format!("{}: {}", r.etcd, r.summary) })
+        }
     }
 }

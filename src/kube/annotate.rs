@@ -3,15 +3,15 @@
 
 use std::time::Duration;
 
-use kube::api::Api;
 use kube::Client;
+use kube::api::Api;
 
 use super::error::{ClusterError, Subject};
 use super::target::ObjectKey;
 use super::wait;
 use crate::api::names::{
-    DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY, DRUID_OPERATION, GARDENER_OPERATION, OPERATION_RECONCILE,
-    SUSPEND_SPEC_RECONCILE,
+    DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY, DRUID_OPERATION, GARDENER_OPERATION,
+    OPERATION_RECONCILE, SUSPEND_SPEC_RECONCILE,
 };
 use crate::api::{Etcd, patch};
 
@@ -64,7 +64,11 @@ pub fn reconciled(etcd: &Etcd) -> bool {
     !reconcile_pending(etcd) && observed >= etcd.metadata.generation
 }
 
-async fn patch_etcd(client: &Client, key: &ObjectKey, p: &kube::api::Patch<serde_json::Value>) -> Result<Etcd, ClusterError> {
+async fn patch_etcd(
+    client: &Client,
+    key: &ObjectKey,
+    p: &kube::api::Patch<serde_json::Value>,
+) -> Result<Etcd, ClusterError> {
     let api: Api<Etcd> = Api::namespaced(client.clone(), &key.namespace);
     api.patch(&key.name, &patch::params(), p)
         .await
@@ -90,7 +94,11 @@ pub async fn request_reconcile(client: &Client, etcd: &Etcd) -> Result<Outcome, 
     check_reconcile_allowed(etcd)?;
     let key = super::etcds::key_of(etcd);
     if reconcile_pending(etcd) {
-        return Ok(Outcome { etcd: key.clone(), changed: false, message: format!("etcd {key}: reconcile already requested") });
+        return Ok(Outcome {
+            etcd: key.clone(),
+            changed: false,
+            message: format!("etcd {key}: reconcile already requested"),
+        });
     }
     patch_etcd(client, &key, &patch::set_annotation(GARDENER_OPERATION, OPERATION_RECONCILE)).await?;
     Ok(Outcome { etcd: key.clone(), changed: true, message: format!("etcd {key}: reconcile requested") })
@@ -104,14 +112,26 @@ pub async fn wait_reconciled(client: &Client, key: &ObjectKey, timeout: Duration
 }
 
 /// Suspends (`true`) or resumes (`false`) etcd-druid's reconciliation of the Etcd spec.
-pub async fn set_spec_reconcile_suspended(client: &Client, etcd: &Etcd, suspend: bool) -> Result<Outcome, AnnotateError> {
+pub async fn set_spec_reconcile_suspended(
+    client: &Client,
+    etcd: &Etcd,
+    suspend: bool,
+) -> Result<Outcome, AnnotateError> {
     let key = super::etcds::key_of(etcd);
     let now = spec_reconcile_suspended(etcd);
     if now == suspend {
         let state = if suspend { "already suspended" } else { "not suspended" };
-        return Ok(Outcome { etcd: key.clone(), changed: false, message: format!("etcd {key}: spec reconciliation {state}") });
+        return Ok(Outcome {
+            etcd: key.clone(),
+            changed: false,
+            message: format!("etcd {key}: spec reconciliation {state}"),
+        });
     }
-    let p = if suspend { patch::set_annotation(SUSPEND_SPEC_RECONCILE, "true") } else { patch::remove_annotations(&[SUSPEND_SPEC_RECONCILE]) };
+    let p = if suspend {
+        patch::set_annotation(SUSPEND_SPEC_RECONCILE, "true")
+    } else {
+        patch::remove_annotations(&[SUSPEND_SPEC_RECONCILE])
+    };
     patch_etcd(client, &key, &p).await?;
     let verb = if suspend { "suspended" } else { "resumed" };
     Ok(Outcome { etcd: key.clone(), changed: true, message: format!("etcd {key}: spec reconciliation {verb}") })
@@ -123,7 +143,11 @@ pub async fn set_component_protection(client: &Client, etcd: &Etcd, enabled: boo
     let disabled = component_protection_disabled(etcd);
     if disabled != enabled {
         let state = if enabled { "already enabled" } else { "already disabled" };
-        return Ok(Outcome { etcd: key.clone(), changed: false, message: format!("etcd {key}: component protection {state}") });
+        return Ok(Outcome {
+            etcd: key.clone(),
+            changed: false,
+            message: format!("etcd {key}: component protection {state}"),
+        });
     }
     let p = if enabled {
         patch::remove_annotations(&[DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY])

@@ -40,7 +40,11 @@ pub struct Cluster {
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster").field("namespace", &self.namespace).field("context", &self.context).field("server", &self.server).finish()
+        f.debug_struct("Cluster")
+            .field("namespace", &self.namespace)
+            .field("context", &self.context)
+            .field("server", &self.server)
+            .finish()
     }
 }
 
@@ -100,9 +104,9 @@ pub async fn resolve_config(opts: &AccessOptions) -> Result<(Config, Option<Stri
                 }
                 let kopts = KubeConfigOptions { context: opts.context.clone(), cluster: None, user: None };
                 let config = Config::from_custom_kubeconfig(kc, &kopts).await.map_err(|e| match e {
-                    KubeconfigError::CurrentContextNotSet => ClusterError::Kubeconfig(
-                        "the kubeconfig has no current-context; pass --context".to_string(),
-                    ),
+                    KubeconfigError::CurrentContextNotSet => {
+                        ClusterError::Kubeconfig("the kubeconfig has no current-context; pass --context".to_string())
+                    }
                     other => ClusterError::Kubeconfig(other.to_string()),
                 })?;
                 (config, context)

@@ -1,8 +1,8 @@
 //! Finding Etcds: by name (with a "did you mean -n …" hint when it exists elsewhere), in a namespace, or in
 //! all namespaces, optionally by label selector.
 
-use kube::api::{Api, ListParams};
 use kube::Client;
+use kube::api::{Api, ListParams};
 
 use super::error::{ClusterError, Subject};
 use super::target::{ObjectKey, Targets};

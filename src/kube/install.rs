@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch};
 use kube::{Client, Resource};
 use serde_json::Value;
@@ -81,5 +81,7 @@ pub fn established(crd: &CustomResourceDefinition) -> bool {
 pub async fn wait_established(client: &Client, name: &str, timeout: Duration) -> Result<(), ClusterError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let subject = Subject { kind: "customresourcedefinition", name, namespace: "" };
-    wait::until(&api, subject, timeout, &format!("waiting for CRD {name} to be Established"), established).await.map(|_| ())
+    wait::until(&api, subject, timeout, &format!("waiting for CRD {name} to be Established"), established)
+        .await
+        .map(|_| ())
 }

@@ -88,8 +88,7 @@ pub async fn list(client: &Client, etcd: &Etcd) -> Result<Inventory, ClusterErro
         spec::<Job>(vec![names.compaction_job()]),
     ];
     let selector = format!("{LABEL_PART_OF}={}", key.name);
-    let mut groups =
-        futures::future::join_all(kinds.into_iter().map(|k| read_kind(client, ns, &selector, k))).await;
+    let mut groups = futures::future::join_all(kinds.into_iter().map(|k| read_kind(client, ns, &selector, k))).await;
     groups.push(tasks_group(client, &key).await);
     Ok(Inventory { etcd: key, groups })
 }
@@ -116,7 +115,8 @@ async fn read_kind(client: &Client, ns: &str, selector: &str, k: KindSpec) -> Gr
     }
     let mut objects: Vec<DynamicObject> = found.into_values().collect();
     for o in &mut objects {
-        o.types = Some(kube::core::TypeMeta { api_version: k.resource.api_version.clone(), kind: k.resource.kind.clone() });
+        o.types =
+            Some(kube::core::TypeMeta { api_version: k.resource.api_version.clone(), kind: k.resource.kind.clone() });
     }
     Group { resource: resource_name(&k.resource), kind: k.resource.kind, objects, unavailable }
 }
@@ -131,7 +131,9 @@ async fn tasks_group(client: &Client, key: &ObjectKey) -> Group {
                 .items
                 .into_iter()
                 .filter(|t| t.targets(&key.namespace, &key.name))
-                .filter_map(|t| serde_json::to_value(&t).ok().and_then(|v| serde_json::from_value::<DynamicObject>(v).ok()))
+                .filter_map(|t| {
+                    serde_json::to_value(&t).ok().and_then(|v| serde_json::from_value::<DynamicObject>(v).ok())
+                })
                 .collect();
             (objs, None)
         }

@@ -3,9 +3,9 @@
 //! (annotations, inventory of managed resources, install).
 
 pub mod annotate;
-pub mod etcds;
 pub mod config;
 pub mod error;
+pub mod etcds;
 pub mod install;
 pub mod inventory;
 pub mod target;

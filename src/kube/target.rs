@@ -65,7 +65,12 @@ pub enum WhenUnnamed {
 }
 
 /// Resolves target arguments against the default namespace (from the context).
-pub fn resolve(args: &TargetArgs, default_namespace: &str, when_unnamed: WhenUnnamed, kind: &str) -> Result<Targets, UsageError> {
+pub fn resolve(
+    args: &TargetArgs,
+    default_namespace: &str,
+    when_unnamed: WhenUnnamed,
+    kind: &str,
+) -> Result<Targets, UsageError> {
     let err = |s: String| Err(UsageError(s));
     if let Some(ns) = &args.namespace {
         validate_dns_label(ns).map_err(|e| UsageError(format!("invalid namespace {ns:?}: {e}")))?;
@@ -138,7 +143,11 @@ pub fn validate_dns_label(s: &str) -> Result<(), String> {
     let ok = s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !s.starts_with('-')
         && !s.ends_with('-');
-    if ok { Ok(()) } else { Err("must consist of lower case letters, digits and '-', starting and ending with a letter or digit".into()) }
+    if ok {
+        Ok(())
+    } else {
+        Err("must consist of lower case letters, digits and '-', starting and ending with a letter or digit".into())
+    }
 }
 
 /// Checks a DNS-1123 subdomain (object names).
@@ -155,7 +164,12 @@ pub fn validate_dns_subdomain(s: &str) -> Result<(), String> {
             && !part.starts_with('-')
             && !part.ends_with('-')
     });
-    if ok { Ok(()) } else { Err("must consist of lower case letters, digits, '-' and '.', starting and ending with a letter or digit".into()) }
+    if ok {
+        Ok(())
+    } else {
+        Err("must consist of lower case letters, digits, '-' and '.', starting and ending with a letter or digit"
+            .into())
+    }
 }
 
 /// Checks the syntax of a label selector (`k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`).
@@ -277,13 +291,17 @@ mod tests {
     #[test]
     fn writes_need_a_name_or_selector() {
         assert!(resolve(&args(&[], None, false, None), "ctx", WhenUnnamed::RequireNameOrSelector, "etcd").is_err());
-        assert!(resolve(&args(&[], None, false, Some("a=b")), "ctx", WhenUnnamed::RequireNameOrSelector, "etcd").is_ok());
+        assert!(
+            resolve(&args(&[], None, false, Some("a=b")), "ctx", WhenUnnamed::RequireNameOrSelector, "etcd").is_ok()
+        );
         assert!(resolve(&args(&["a", "b"], None, false, None), "ctx", WhenUnnamed::RequireOneName, "etcd").is_err());
     }
 
     #[test]
     fn selectors_are_checked() {
-        for ok in ["a=b", "a==b,c!=d", "a", "!a", "env in (prod, dev)", "x notin (a)", "app.kubernetes.io/part-of=etcd-main"] {
+        for ok in
+            ["a=b", "a==b,c!=d", "a", "!a", "env in (prod, dev)", "x notin (a)", "app.kubernetes.io/part-of=etcd-main"]
+        {
             assert!(validate_selector(ok).is_ok(), "{ok}");
         }
         for bad in ["", "a=b=c", "=b", "a in b", ",", "a b"] {

@@ -109,7 +109,12 @@ where
 }
 
 /// Resolves `target` in namespace `ns` and works out what removing its node would do. Changes nothing.
-pub async fn inspect(client: &Client, ns: &str, target: &MachineTarget, force: bool) -> Result<DeletionPlan, MachineError> {
+pub async fn inspect(
+    client: &Client,
+    ns: &str,
+    target: &MachineTarget,
+    force: bool,
+) -> Result<DeletionPlan, MachineError> {
     let machines: Api<Machine> = Api::namespaced(client.clone(), ns);
     let nodes: Api<Node> = Api::all(client.clone());
     let (machine, node) = match target {
@@ -151,7 +156,11 @@ pub async fn inspect(client: &Client, ns: &str, target: &MachineTarget, force: b
 
 /// Carries out `plan`: refuses when an Etcd would lose quorum (unless `opts.allow_quorum_loss`), then asks MCM
 /// to delete the machine; with `opts.wait`, waits until a new node is Ready.
-pub async fn delete(client: &Client, plan: DeletionPlan, opts: &DeleteOptions) -> Result<DeletionOutcome, MachineError> {
+pub async fn delete(
+    client: &Client,
+    plan: DeletionPlan,
+    opts: &DeleteOptions,
+) -> Result<DeletionOutcome, MachineError> {
     if let Some(why) = plan.impact.refusal()
         && !opts.allow_quorum_loss
     {
@@ -166,7 +175,9 @@ pub async fn delete(client: &Client, plan: DeletionPlan, opts: &DeleteOptions) -
                 .patch(node, &patch::params(), &patch::set_annotation(NODE_TRIGGER_DELETION_BY_MCM, "true"))
                 .await
                 .map_err(|e| kube_err(e, "node", node, ""))?;
-            format!("node {node} annotated {NODE_TRIGGER_DELETION_BY_MCM}=true; machine-controller-manager replaces its machine")
+            format!(
+                "node {node} annotated {NODE_TRIGGER_DELETION_BY_MCM}=true; machine-controller-manager replaces its machine"
+            )
         }
         (method, Some(m), _) => {
             if *method == DeletionMethod::ForceDeleteMachine {
@@ -202,12 +213,17 @@ pub fn node_ready(node: &Node) -> bool {
 }
 
 /// Waits until the old node is gone and a node that did not exist before is Ready; returns its name.
-pub async fn wait_for_replacement(client: &Client, plan: &DeletionPlan, timeout: Duration) -> Result<String, ClusterError> {
+pub async fn wait_for_replacement(
+    client: &Client,
+    plan: &DeletionPlan,
+    timeout: Duration,
+) -> Result<String, ClusterError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let poll = async {
         loop {
             let list = nodes.list(&ListParams::default()).await.map_err(|e| kube_err(e, "node", "", ""))?.items;
-            let old_gone = plan.node.as_ref().is_none_or(|old| !list.iter().any(|n| n.metadata.name.as_ref() == Some(old)));
+            let old_gone =
+                plan.node.as_ref().is_none_or(|old| !list.iter().any(|n| n.metadata.name.as_ref() == Some(old)));
             let new = list.iter().find(|n| {
                 n.metadata.name.as_ref().is_some_and(|name| !plan.nodes_before.contains(name)) && node_ready(n)
             });
@@ -234,7 +250,9 @@ impl DeletionPlan {
         match (&self.machine, &self.node) {
             (Some(m), Some(n)) => out.push(format!("machine {}/{m} backs node {n}", self.namespace)),
             (Some(m), None) => out.push(format!("machine {}/{m} has no node", self.namespace)),
-            (None, Some(n)) => out.push(format!("node {n}: its machine is not readable here; asking machine-controller-manager through the node")),
+            (None, Some(n)) => out.push(format!(
+                "node {n}: its machine is not readable here; asking machine-controller-manager through the node"
+            )),
             (None, None) => {}
         }
         if let Some(n) = &self.node {
@@ -258,7 +276,11 @@ impl DeletionPlan {
             ));
         }
         for p in &self.impact.blocking_pdbs {
-            let effect = if self.method == DeletionMethod::ForceDeleteMachine { "is bypassed by force-deletion" } else { "would block the drain" };
+            let effect = if self.method == DeletionMethod::ForceDeleteMachine {
+                "is bypassed by force-deletion"
+            } else {
+                "would block the drain"
+            };
             out.push(format!(
                 "PodDisruptionBudget {}/{} ({} disruptions allowed, covers {}) {effect}",
                 p.namespace,

@@ -136,12 +136,17 @@ pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, Stri
 
 /// The blast radius of removing `node`: `pods`, `pdbs` and `etcds` may span namespaces.
 pub fn node_impact(node: &str, pods: &[Pod], pdbs: &[PodDisruptionBudget], etcds: &[Etcd]) -> NodeImpact {
-    let on_node: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-        .collect();
-    let key = |p: &Pod| format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or_default(), p.metadata.name.as_deref().unwrap_or_default());
-    let mut impact = NodeImpact { node: node.to_string(), pods: on_node.iter().map(|p| key(p)).collect(), ..Default::default() };
+    let on_node: Vec<&Pod> =
+        pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)).collect();
+    let key = |p: &Pod| {
+        format!(
+            "{}/{}",
+            p.metadata.namespace.as_deref().unwrap_or_default(),
+            p.metadata.name.as_deref().unwrap_or_default()
+        )
+    };
+    let mut impact =
+        NodeImpact { node: node.to_string(), pods: on_node.iter().map(|p| key(p)).collect(), ..Default::default() };
     impact.pods.sort();
 
     for etcd in etcds {
@@ -150,7 +155,10 @@ pub fn node_impact(node: &str, pods: &[Pod], pdbs: &[PodDisruptionBudget], etcds
         let names = etcd.managed_names();
         let members = etcd.spec.replicas.max(0) as u32;
         let member_pods: Vec<String> = (0..members).map(|i| names.pod(i)).collect();
-        let pod = |n: &str| pods.iter().find(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && p.metadata.name.as_deref() == Some(n));
+        let pod = |n: &str| {
+            pods.iter()
+                .find(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && p.metadata.name.as_deref() == Some(n))
+        };
         let mine: Vec<String> = member_pods
             .iter()
             .filter(|n| pod(n).is_some_and(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)))
@@ -265,7 +273,10 @@ mod tests {
         let i = node_impact("node-a", &three_members([true, false, true]), &[], &[etcd("shoot", "etcd-main", 3)]);
         assert!(i.etcds[0].loses_quorum);
         let why = i.refusal().unwrap();
-        assert!(why.contains("etcd shoot/etcd-main would lose quorum (2 of 3 members ready now, 2 needed; etcd-main-0"), "{why}");
+        assert!(
+            why.contains("etcd shoot/etcd-main would lose quorum (2 of 3 members ready now, 2 needed; etcd-main-0"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -290,7 +301,9 @@ mod tests {
     fn machine_is_found_by_its_node_label_or_by_the_nodes_machine_name_label() {
         let machines = vec![machine("m-1", Some("node-a")), machine("m-2", None)];
         assert_eq!(machine_for_node("node-a", None, &machines).unwrap().metadata.name.as_deref(), Some("m-1"));
-        let node: Node = serde_json::from_value(json!({"metadata": {"name": "node-b", "labels": {NODE_MACHINE_NAME_LABEL: "m-2"}}})).unwrap();
+        let node: Node =
+            serde_json::from_value(json!({"metadata": {"name": "node-b", "labels": {NODE_MACHINE_NAME_LABEL: "m-2"}}}))
+                .unwrap();
         assert_eq!(machine_for_node("node-b", Some(&node), &machines).unwrap().metadata.name.as_deref(), Some("m-2"));
         assert!(machine_for_node("node-c", None, &machines).is_none());
     }
@@ -298,7 +311,9 @@ mod tests {
     #[test]
     fn selector_expressions() {
         let labels: BTreeMap<String, String> = [("a".to_string(), "1".to_string())].into();
-        let sel = |e: serde_json::Value| -> LabelSelector { serde_json::from_value(json!({"matchExpressions": [e]})).unwrap() };
+        let sel = |e: serde_json::Value| -> LabelSelector {
+            serde_json::from_value(json!({"matchExpressions": [e]})).unwrap()
+        };
         assert!(selector_matches(&sel(json!({"key": "a", "operator": "In", "values": ["1"]})), &labels));
         assert!(!selector_matches(&sel(json!({"key": "a", "operator": "NotIn", "values": ["1"]})), &labels));
         assert!(selector_matches(&sel(json!({"key": "b", "operator": "DoesNotExist"})), &labels));

@@ -26,7 +26,10 @@ pub enum PromptError {
 /// A spinner on stderr with elapsed time; hidden when stderr is not a terminal.
 pub fn spinner(message: impl Into<String>) -> ProgressBar {
     let pb = if std::io::stderr().is_terminal() { ProgressBar::new_spinner() } else { ProgressBar::hidden() };
-    pb.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
     pb.set_message(message.into());
     pb.enable_steady_tick(Duration::from_millis(120));
     pb
@@ -40,7 +43,11 @@ pub fn confirm(question: &str, assume_yes: bool) -> Result<(), PromptError> {
     if !std::io::stdin().is_terminal() {
         return Err(PromptError::NoTerminal { action: question.to_string() });
     }
-    let ok = dialoguer::Confirm::new().with_prompt(question).default(false).interact().map_err(|e| PromptError::Io(e.to_string()))?;
+    let ok = dialoguer::Confirm::new()
+        .with_prompt(question)
+        .default(false)
+        .interact()
+        .map_err(|e| PromptError::Io(e.to_string()))?;
     if ok { Ok(()) } else { Err(PromptError::Declined(question.to_string())) }
 }
 

@@ -66,7 +66,20 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
     }
 
     if !r.members.is_empty() {
-        let mut headers = vec!["member", "id", "role", "status", "reason", "lease holder", "renewed", "pod", "ready", "restarts", "pvc", "node"];
+        let mut headers = vec![
+            "member",
+            "id",
+            "role",
+            "status",
+            "reason",
+            "lease holder",
+            "renewed",
+            "pod",
+            "ready",
+            "restarts",
+            "pvc",
+            "node",
+        ];
         if wide {
             headers.insert(11, "pvc phase");
         }
@@ -86,7 +99,10 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
                 Cell::styled(&m.status, status_style),
                 Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
                 Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))),
-                Cell::styled(lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into()), lease_style),
+                Cell::styled(
+                    lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into()),
+                    lease_style,
+                ),
                 Cell::plain(pod_phase),
                 Cell::plain(pod_ready),
                 Cell::plain(restarts),
@@ -146,7 +162,8 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
     if a.component_protection_disabled {
         in_effect.push("component protection disabled");
     }
-    let annotations = if in_effect.is_empty() { "none".to_string() } else { Style::Warn.paint(&in_effect.join("; "), color) };
+    let annotations =
+        if in_effect.is_empty() { "none".to_string() } else { Style::Warn.paint(&in_effect.join("; "), color) };
     out.push_str(&format!("  annotations: {annotations}\n"));
 
     if !r.tasks.crd_installed {

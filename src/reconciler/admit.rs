@@ -20,7 +20,11 @@ pub const ADMISSION: &str = "Admission";
 const SOON: Duration = Duration::from_millis(100);
 
 impl Reconciler {
-    pub(crate) async fn admit(&self, task: EtcdOperatorTask, others: &[EtcdOperatorTask]) -> Result<Next, ReconcileError> {
+    pub(crate) async fn admit(
+        &self,
+        task: EtcdOperatorTask,
+        others: &[EtcdOperatorTask],
+    ) -> Result<Next, ReconcileError> {
         let name = task.metadata.name.clone().unwrap_or_default();
         let api = self.api(&task);
         let mut handle = TaskHandle::new(api.clone(), task);
@@ -45,7 +49,9 @@ impl Reconciler {
 
         let plan = match plan {
             Ok(p) => p,
-            Err(e @ RegistryError::UnknownType { .. }) => return self.reject(handle, "UnknownTaskType", &e.to_string()).await,
+            Err(e @ RegistryError::UnknownType { .. }) => {
+                return self.reject(handle, "UnknownTaskType", &e.to_string()).await;
+            }
             Err(e) => return self.reject(handle, "InvalidConfig", &e.to_string()).await,
         };
         let etcd_ref = handle.current.spec.owner_etcd_refrence.clone();
@@ -54,12 +60,19 @@ impl Reconciler {
             return self.reject(handle, "WrongNamespace", &reason).await;
         }
 
-        let key_of = |t: &EtcdOperatorTask| self.registry.plan(&t.spec.type_, t.spec.config.as_deref()).ok().map(|p| p.duplicate_key());
+        let key_of = |t: &EtcdOperatorTask| {
+            self.registry.plan(&t.spec.type_, t.spec.config.as_deref()).ok().map(|p| p.duplicate_key())
+        };
         match admission(&handle.current, others, key_of) {
             Admission::Duplicate(reason) => return self.reject(handle, "DuplicateTask", &reason).await,
             Admission::Wait(reason) => {
                 // A new task shows `Pending` (and why) only when it has to wait; otherwise admission decides at once.
-                let unchanged = handle.current.status.as_ref().and_then(|s| s.last_operation.as_ref()).is_some_and(|o| o.reason == reason);
+                let unchanged = handle
+                    .current
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.last_operation.as_ref())
+                    .is_some_and(|o| o.reason == reason);
                 if !unchanged {
                     let r = handle
                         .compare_and_swap(|s| {
@@ -77,7 +90,10 @@ impl Reconciler {
         }
 
         let etcds: Api<Etcd> = Api::namespaced(self.client.clone(), &etcd_ref.namespace);
-        let etcd = etcds.get_opt(&etcd_ref.name).await.map_err(|e| ReconcileError::api(format!("reading etcd {}", etcd_ref.name), e))?;
+        let etcd = etcds
+            .get_opt(&etcd_ref.name)
+            .await
+            .map_err(|e| ReconcileError::api(format!("reading etcd {}", etcd_ref.name), e))?;
         let Some(etcd) = etcd else {
             let reason = format!("etcd {:?} not found in namespace {:?}", etcd_ref.name, etcd_ref.namespace);
             return self.reject(handle, "EtcdNotFound", &reason).await;
@@ -101,7 +117,15 @@ impl Reconciler {
             return Ok(next);
         }
         if self.opts.events {
-            events::record(&self.client, &handle.current, EventType::Normal, "Started", "preconditions met; executing", &self.opts.identity).await;
+            events::record(
+                &self.client,
+                &handle.current,
+                EventType::Normal,
+                "Started",
+                "preconditions met; executing",
+                &self.opts.identity,
+            )
+            .await;
         }
         self.execute(handle.current, Some(etcd)).await
     }
@@ -121,7 +145,8 @@ impl Reconciler {
         }
         self.metrics.task_finished(&handle.current, TaskState::Rejected);
         if self.opts.events {
-            events::record(&self.client, &handle.current, EventType::Warning, "Rejected", reason, &self.opts.identity).await;
+            events::record(&self.client, &handle.current, EventType::Warning, "Rejected", reason, &self.opts.identity)
+                .await;
         }
         self.expire(&handle.current).await
     }

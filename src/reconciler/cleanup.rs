@@ -76,8 +76,13 @@ impl Reconciler {
         let name = task.metadata.name.clone().unwrap_or_default();
         let selector = ListParams::default().labels(&format!("{CREATED_BY_LABEL}={name}"));
         let jobs: Api<Job> = Api::namespaced(self.client.clone(), &ns);
-        delete_labelled(&jobs, &selector).await.map_err(|e| ReconcileError::api(format!("deleting the jobs of task {name}"), e))?;
-        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"), "etcdcopybackupstasks");
+        delete_labelled(&jobs, &selector)
+            .await
+            .map_err(|e| ReconcileError::api(format!("deleting the jobs of task {name}"), e))?;
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"),
+            "etcdcopybackupstasks",
+        );
         let copies: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &ar);
         delete_labelled(&copies, &selector)
             .await
@@ -86,7 +91,8 @@ impl Reconciler {
         ignore_not_found(leases.delete(&executor_lease_name(&name), &DeleteParams::default()).await)
             .map_err(|e| ReconcileError::api(format!("deleting the executor lease of task {name}"), e))?;
         let rest: Vec<String> = fins.into_iter().filter(|f| f != FINALIZER).collect();
-        let patch = serde_json::json!({"metadata": {"finalizers": rest, "resourceVersion": task.metadata.resource_version}});
+        let patch =
+            serde_json::json!({"metadata": {"finalizers": rest, "resourceVersion": task.metadata.resource_version}});
         match self.api(task).patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => Ok(Next::Done),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(Next::Done),

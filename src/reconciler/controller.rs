@@ -209,8 +209,12 @@ async fn worker(reconciler: Arc<Reconciler>, reader: Store<EtcdOperatorTask>, qu
         };
         let found = reader.get(&ObjectRef::new(&key.1).within(&key.0));
         if let Some(task) = found {
-            let others: Vec<EtcdOperatorTask> =
-                reader.state().iter().filter(|t| t.metadata.namespace.as_deref() == Some(key.0.as_str())).map(|t| (**t).clone()).collect();
+            let others: Vec<EtcdOperatorTask> = reader
+                .state()
+                .iter()
+                .filter(|t| t.metadata.namespace.as_deref() == Some(key.0.as_str()))
+                .map(|t| (**t).clone())
+                .collect();
             match reconciler.reconcile(&task, &others).await {
                 Ok(Next::Done) => {}
                 Ok(Next::RequeueAfter(d)) => queue.push_after(key.clone(), d),
@@ -259,8 +263,15 @@ impl Health {
 
 /// Runs the controller whenever this replica holds the leader Lease, until `stop` fires; a lost lease stops
 /// the term (its running steps stop at a safe point) and the replica becomes a candidate again.
-pub async fn run_with_leader_election(base: Arc<Reconciler>, opts: ControllerOptions, election: LeaderElection, stop: CancellationToken, health: Arc<Health>) {
-    let lock = LeaseLock::new(base.client.clone(), &election.namespace, &election.name, &base.opts.identity, election.lease);
+pub async fn run_with_leader_election(
+    base: Arc<Reconciler>,
+    opts: ControllerOptions,
+    election: LeaderElection,
+    stop: CancellationToken,
+    health: Arc<Health>,
+) {
+    let lock =
+        LeaseLock::new(base.client.clone(), &election.namespace, &election.name, &base.opts.identity, election.lease);
     while !stop.is_cancelled() {
         let attempt = lock.try_acquire().await;
         health.started.store(true, Ordering::SeqCst);
@@ -339,7 +350,9 @@ pub async fn serve_endpoints(
                     let (metrics, health) = (metrics.clone(), health.clone());
                     async move {
                         let (code, ctype, body) = match req.uri().path() {
-                            "/metrics" => (200, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode()),
+                            "/metrics" => {
+                                (200, "application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode())
+                            }
                             "/healthz" => (200, "text/plain", "ok\n".to_string()),
                             "/readyz" if health.ready() => (200, "text/plain", "ok\n".to_string()),
                             "/readyz" => (503, "text/plain", "not ready\n".to_string()),

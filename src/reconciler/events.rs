@@ -31,10 +31,21 @@ fn reference(api_version: &str, kind: &str, ns: &str, name: &str, uid: Option<St
     }
 }
 
-async fn emit(client: &Client, involved: ObjectReference, type_: EventType, reason: &str, message: &str, identity: &str) {
+async fn emit(
+    client: &Client,
+    involved: ObjectReference,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+    identity: &str,
+) {
     let ns = involved.namespace.clone().unwrap_or_default();
     let now = jiff::Timestamp::now();
-    let name = format!("{}.{:x}", involved.name.clone().unwrap_or_default(), now.as_nanosecond() as u64 ^ rand::random::<u64>());
+    let name = format!(
+        "{}.{:x}",
+        involved.name.clone().unwrap_or_default(),
+        now.as_nanosecond() as u64 ^ rand::random::<u64>()
+    );
     let ev = Event {
         metadata: ObjectMeta { name: Some(name), namespace: Some(ns.clone()), ..Default::default() },
         involved_object: involved,
@@ -60,7 +71,14 @@ async fn emit(client: &Client, involved: ObjectReference, type_: EventType, reas
 }
 
 /// Records an event on the task and on its Etcd.
-pub async fn record(client: &Client, task: &EtcdOperatorTask, type_: EventType, reason: &str, message: &str, identity: &str) {
+pub async fn record(
+    client: &Client,
+    task: &EtcdOperatorTask,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+    identity: &str,
+) {
     let ns = task.metadata.namespace.clone().unwrap_or_default();
     let name = task.metadata.name.clone().unwrap_or_default();
     let etcd = &task.spec.owner_etcd_refrence;

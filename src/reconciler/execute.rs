@@ -67,10 +67,22 @@ impl Reconciler {
         if self.registry.kind(&task.spec.type_).is_err() && types::ALL.contains(&task.spec.type_.as_str()) {
             return Ok(Next::Done); // a runbook type, executed in-process by the runbook engine
         }
-        let lock = LeaseLock::new(self.client.clone(), &ns, &executor_lease_name(&name), &self.opts.identity, self.opts.executor_lease)
-            .owned_by(owner_reference(&task));
-        match lock.try_acquire().await.map_err(|e| ReconcileError::api(format!("taking the executor lease of task {name}"), e))? {
-            Acquire::HeldBy { expires_in, .. } => return Ok(Next::RequeueAfter(expires_in.max(Duration::from_millis(200)))),
+        let lock = LeaseLock::new(
+            self.client.clone(),
+            &ns,
+            &executor_lease_name(&name),
+            &self.opts.identity,
+            self.opts.executor_lease,
+        )
+        .owned_by(owner_reference(&task));
+        match lock
+            .try_acquire()
+            .await
+            .map_err(|e| ReconcileError::api(format!("taking the executor lease of task {name}"), e))?
+        {
+            Acquire::HeldBy { expires_in, .. } => {
+                return Ok(Next::RequeueAfter(expires_in.max(Duration::from_millis(200))));
+            }
             Acquire::Acquired => {}
         }
         let stop_renewing = CancellationToken::new();
@@ -100,7 +112,12 @@ impl Reconciler {
         }
     }
 
-    async fn run_steps(&self, handle: &mut TaskHandle, fresh: Option<Etcd>, stop: &CancellationToken) -> Result<Next, ReconcileError> {
+    async fn run_steps(
+        &self,
+        handle: &mut TaskHandle,
+        fresh: Option<Etcd>,
+        stop: &CancellationToken,
+    ) -> Result<Next, ReconcileError> {
         // A copy from the cache may be stale (now that we hold the lease): only an InProgress task is executed.
         if fresh.is_none() {
             handle.refresh().await?;
@@ -111,14 +128,19 @@ impl Reconciler {
         }
         let plan = match self.registry.plan(&task.spec.type_, task.spec.config.as_deref()) {
             Ok(p) => p,
-            Err(RegistryError::UnknownType { .. }) if types::ALL.contains(&task.spec.type_.as_str()) => return Ok(Next::Done),
+            Err(RegistryError::UnknownType { .. }) if types::ALL.contains(&task.spec.type_.as_str()) => {
+                return Ok(Next::Done);
+            }
             Err(e) => return self.fail(handle, "Admission", &e.to_string()).await,
         };
         let etcd_ref = &task.spec.owner_etcd_refrence;
         let etcds: kube::Api<Etcd> = kube::Api::namespaced(self.client.clone(), &etcd_ref.namespace);
         let etcd = match fresh {
             Some(e) => Some(e),
-            None => etcds.get_opt(&etcd_ref.name).await.map_err(|e| ReconcileError::api(format!("reading etcd {}", etcd_ref.name), e))?,
+            None => etcds
+                .get_opt(&etcd_ref.name)
+                .await
+                .map_err(|e| ReconcileError::api(format!("reading etcd {}", etcd_ref.name), e))?,
         };
         let Some(etcd) = etcd else {
             let reason = format!("etcd {:?} no longer exists in namespace {:?}", etcd_ref.name, etcd_ref.namespace);
@@ -138,7 +160,11 @@ impl Reconciler {
                 .and_then(|s| s.last_operation.as_ref())
                 .is_some_and(|o| o.name == *name && o.state == OperationState::InProgress);
             if !already_running {
-                handle.update_as_executor(|s| s.last_operation = Some(operation(name, OperationState::InProgress, description.clone()))).await?;
+                handle
+                    .update_as_executor(|s| {
+                        s.last_operation = Some(operation(name, OperationState::InProgress, description.clone()))
+                    })
+                    .await?;
             }
             let mut failures = 0u32;
             loop {
@@ -151,7 +177,11 @@ impl Reconciler {
                 match run {
                     Ok(StepRun::Done(how)) => {
                         if Some(name) != names.last() {
-                            handle.update_as_executor(|s| s.last_operation = Some(operation(name, OperationState::Completed, how))).await?;
+                            handle
+                                .update_as_executor(|s| {
+                                    s.last_operation = Some(operation(name, OperationState::Completed, how))
+                                })
+                                .await?;
                         }
                         break;
                     }
@@ -180,7 +210,11 @@ impl Reconciler {
                         }
                     }
                     Err(e) => {
-                        let reason = if e.is_transient() { format!("gave up after {} attempts: {e}", failures + 1) } else { e.to_string() };
+                        let reason = if e.is_transient() {
+                            format!("gave up after {} attempts: {e}", failures + 1)
+                        } else {
+                            e.to_string()
+                        };
                         return self.fail(handle, name, &reason).await;
                     }
                 }
@@ -197,7 +231,15 @@ impl Reconciler {
             .await?;
         self.metrics.task_finished(&handle.current, TaskState::Succeeded);
         if self.opts.events {
-            events::record(&self.client, &handle.current, EventType::Normal, "Succeeded", &summary, &self.opts.identity).await;
+            events::record(
+                &self.client,
+                &handle.current,
+                EventType::Normal,
+                "Succeeded",
+                &summary,
+                &self.opts.identity,
+            )
+            .await;
         }
         self.expire(&handle.current).await
     }
@@ -213,7 +255,8 @@ impl Reconciler {
             .await?;
         self.metrics.task_finished(&handle.current, TaskState::Failed);
         if self.opts.events {
-            events::record(&self.client, &handle.current, EventType::Warning, "Failed", &err, &self.opts.identity).await;
+            events::record(&self.client, &handle.current, EventType::Warning, "Failed", &err, &self.opts.identity)
+                .await;
         }
         self.expire(&handle.current).await
     }

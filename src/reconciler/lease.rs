@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
-use kube::api::{Api, ObjectMeta, PostParams};
 use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -118,7 +118,9 @@ impl LeaseLock {
                     *self.last.lock().await = Some(l);
                     Ok(Acquire::Acquired)
                 }
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Acquire::HeldBy { holder: "(racing)".into(), expires_in: self.duration }),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    Ok(Acquire::HeldBy { holder: "(racing)".into(), expires_in: self.duration })
+                }
                 Err(e) => Err(e),
             };
         };
@@ -142,7 +144,9 @@ impl LeaseLock {
                 *self.last.lock().await = Some(l);
                 Ok(Acquire::Acquired)
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Acquire::HeldBy { holder: "(racing)".into(), expires_in: self.duration }),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                Ok(Acquire::HeldBy { holder: "(racing)".into(), expires_in: self.duration })
+            }
             Err(e) => Err(e),
         }
     }
@@ -163,7 +167,10 @@ impl LeaseLock {
                 // Someone wrote it: still ours only if the holder is unchanged and it has not expired.
                 let fresh = self.api.get_opt(&self.name).await?;
                 match fresh {
-                    Some(l) if l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(self.identity.as_str()) => {
+                    Some(l)
+                        if l.spec.as_ref().and_then(|s| s.holder_identity.as_deref())
+                            == Some(self.identity.as_str()) =>
+                    {
                         *last = Some(l);
                         drop(last);
                         Box::pin(self.renew()).await

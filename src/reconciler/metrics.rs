@@ -54,16 +54,30 @@ impl Metrics {
     /// Registers every metric in a fresh registry.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
-        let task_duration = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(task_duration_histogram as fn() -> Histogram);
+        let task_duration = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(
+            task_duration_histogram as fn() -> Histogram,
+        );
         let tasks = Family::<Labels, Counter>::default();
         let reconcile_errors = Family::<Labels, Counter>::default();
         let watch_restarts = Counter::default();
         let relists = Counter::default();
-        registry.register("etcddruid_operator_task_duration_seconds", "Runtime of each etcd operator task", task_duration.clone());
+        registry.register(
+            "etcddruid_operator_task_duration_seconds",
+            "Runtime of each etcd operator task",
+            task_duration.clone(),
+        );
         registry.register("etcddruid_operator_tasks", "Number of etcd operator tasks by final state", tasks.clone());
-        registry.register("druidctl_reconcile_errors", "Reconcile attempts that ended in an error, by stage", reconcile_errors.clone());
+        registry.register(
+            "druidctl_reconcile_errors",
+            "Reconcile attempts that ended in an error, by stage",
+            reconcile_errors.clone(),
+        );
         registry.register("druidctl_watch_restarts", "Task watches restarted after an error", watch_restarts.clone());
-        registry.register("druidctl_watch_relists", "Full LISTs of tasks (initial and after 410 Gone)", relists.clone());
+        registry.register(
+            "druidctl_watch_relists",
+            "Full LISTs of tasks (initial and after 410 Gone)",
+            relists.clone(),
+        );
         Metrics { registry, task_duration, tasks, reconcile_errors, watch_restarts, relists }
     }
 
@@ -71,7 +85,9 @@ impl Metrics {
     pub fn task_finished(&self, task: &EtcdOperatorTask, state: TaskState) {
         let labels = task_labels(task, state);
         let start = task.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        let secs = start.map(|s| (jiff::Timestamp::now().as_millisecond() - s.as_millisecond()).max(0) as f64 / 1000.0).unwrap_or(0.0);
+        let secs = start
+            .map(|s| (jiff::Timestamp::now().as_millisecond() - s.as_millisecond()).max(0) as f64 / 1000.0)
+            .unwrap_or(0.0);
         self.task_duration.get_or_create(&labels).observe(secs);
         self.tasks.get_or_create(&labels).inc();
     }
@@ -131,7 +147,13 @@ mod tests {
         let text = m.encode();
         assert!(text.contains("# TYPE etcddruid_operator_task_duration_seconds histogram"), "{text}");
         assert_eq!(sample_sum(&text, "etcddruid_operator_tasks_total", &[("state", "succeeded")]), 2.0);
-        assert_eq!(sample_sum(&text, "etcddruid_operator_tasks_total", &[("etcd", "etcd-main"), ("etcd_namespace", "shoot")]), 3.0);
-        assert_eq!(sample_sum(&text, "etcddruid_operator_task_duration_seconds_count", &[("type", "OnDemandSnapshotTask")]), 3.0);
+        assert_eq!(
+            sample_sum(&text, "etcddruid_operator_tasks_total", &[("etcd", "etcd-main"), ("etcd_namespace", "shoot")]),
+            3.0
+        );
+        assert_eq!(
+            sample_sum(&text, "etcddruid_operator_task_duration_seconds_count", &[("type", "OnDemandSnapshotTask")]),
+            3.0
+        );
     }
 }

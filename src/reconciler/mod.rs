@@ -157,7 +157,11 @@ impl Reconciler {
     }
 
     /// One reconcile of `task`; `others` are the tasks of its namespace (for FIFO and duplicates).
-    pub async fn reconcile(&self, task: &EtcdOperatorTask, others: &[EtcdOperatorTask]) -> Result<Next, ReconcileError> {
+    pub async fn reconcile(
+        &self,
+        task: &EtcdOperatorTask,
+        others: &[EtcdOperatorTask],
+    ) -> Result<Next, ReconcileError> {
         if task.metadata.deletion_timestamp.is_some() {
             return self.finalize(task).await;
         }

@@ -47,12 +47,21 @@ pub struct TaskHandle {
 
 /// A `lastOperation` entry stamped now.
 pub fn operation(name: &str, state: OperationState, reason: impl Into<String>) -> LastOperation {
-    LastOperation { name: name.to_string(), state, last_transition_time: Time(jiff::Timestamp::now()), reason: reason.into() }
+    LastOperation {
+        name: name.to_string(),
+        state,
+        last_transition_time: Time(jiff::Timestamp::now()),
+        reason: reason.into(),
+    }
 }
 
 /// Appends an error, keeping at most [`MAX_LAST_ERRORS`].
 pub fn push_error(status: &mut EtcdOperatorTaskStatus, code: &str, description: impl Into<String>) {
-    status.last_errors.push(LastError { code: code.into(), description: description.into(), observed_at: Time(jiff::Timestamp::now()) });
+    status.last_errors.push(LastError {
+        code: code.into(),
+        description: description.into(),
+        observed_at: Time(jiff::Timestamp::now()),
+    });
     let excess = status.last_errors.len().saturating_sub(MAX_LAST_ERRORS);
     status.last_errors.drain(..excess);
 }
@@ -107,13 +116,19 @@ impl TaskHandle {
     }
 
     /// One compare-and-swap: applies `f` to the status as last seen; a conflict is not retried.
-    pub async fn compare_and_swap(&mut self, f: impl Fn(&mut EtcdOperatorTaskStatus) + Send + Sync) -> Result<(), WriteError> {
+    pub async fn compare_and_swap(
+        &mut self,
+        f: impl Fn(&mut EtcdOperatorTaskStatus) + Send + Sync,
+    ) -> Result<(), WriteError> {
         self.put(&f).await.map_err(|e| self.classify(e))
     }
 
     /// Applies `f` as the task's executor: on a conflict, re-reads the task and applies `f` again as long as
     /// it is still `InProgress`.
-    pub async fn update_as_executor(&mut self, f: impl Fn(&mut EtcdOperatorTaskStatus) + Send + Sync) -> Result<(), WriteError> {
+    pub async fn update_as_executor(
+        &mut self,
+        f: impl Fn(&mut EtcdOperatorTaskStatus) + Send + Sync,
+    ) -> Result<(), WriteError> {
         for _ in 0..8 {
             match self.put(&f).await {
                 Ok(()) => return Ok(()),

@@ -343,7 +343,11 @@ fn from_ops(e: TaskOpsError) -> RunbookError {
 }
 
 /// The unfinished task of this runbook for this Etcd (and config), oldest first.
-async fn unfinished_task(client: &Client, rb: &Runbook, o: &RunOptions) -> Result<Option<EtcdOperatorTask>, RunbookError> {
+async fn unfinished_task(
+    client: &Client,
+    rb: &Runbook,
+    o: &RunOptions,
+) -> Result<Option<EtcdOperatorTask>, RunbookError> {
     let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), &o.namespace);
     let list = api.list(&ListParams::default()).await.map_err(|e| cluster(e, "EtcdOperatorTask", "", &o.namespace))?;
     let mut found: Vec<EtcdOperatorTask> = list
@@ -425,10 +429,14 @@ pub use crate::tasks::quorum_loss::{LAST_KNOWN_GOOD_PREFIX, last_known_good_key}
 pub async fn restore_last_known_good(cx: &StepContext, step: &str) -> Result<Option<String>, StepError> {
     let Some(rec) = cx.journal(&last_known_good_key(step)) else { return Ok(None) };
     let (Some("ConfigMap"), Some(name)) = (rec["kind"].as_str(), rec["name"].as_str()) else {
-        return Err(StepError::Permanent(format!("the last-known-good copy of step {step} is not a recorded ConfigMap: {rec}")));
+        return Err(StepError::Permanent(format!(
+            "the last-known-good copy of step {step} is not a recorded ConfigMap: {rec}"
+        )));
     };
-    let data: std::collections::BTreeMap<String, String> = serde_json::from_value(rec["data"].clone())
-        .map_err(|e| StepError::Permanent(format!("the last-known-good copy of configmap {name} is unreadable: {e}")))?;
+    let data: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(rec["data"].clone()).map_err(|e| {
+            StepError::Permanent(format!("the last-known-good copy of configmap {name} is unreadable: {e}"))
+        })?;
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cx.client.clone(), cx.namespace());
     let mut cm = api.get(name).await.map_err(|e| StepError::from_kube(&format!("reading configmap {name}"), e))?;
     if cm.data.clone().unwrap_or_default() == data {
@@ -451,12 +459,21 @@ fn completed_in_journal(cx: &StepContext, step: &str) -> bool {
 }
 
 /// Runs runbook `rb` as `o` says, reporting to `op`; `stop` (Ctrl-C) stops at the next safe point.
-pub async fn run(client: &Client, rb: &Runbook, o: &RunOptions, op: &dyn Operator, stop: CancellationToken) -> Result<Outcome, RunbookError> {
+pub async fn run(
+    client: &Client,
+    rb: &Runbook,
+    o: &RunOptions,
+    op: &dyn Operator,
+    stop: CancellationToken,
+) -> Result<Outcome, RunbookError> {
     let started = Instant::now();
     let ns = o.namespace.as_str();
     let etcds: Api<Etcd> = Api::namespaced(client.clone(), ns);
     let etcd = etcds.get(&o.etcd).await.map_err(|e| cluster(e, "etcd", &o.etcd, ns))?;
-    let plan = rb.kind().parse(o.config.as_deref()).map_err(|e| RunbookError::Rejected(format!("invalid config for {}: {e}", rb.task_type)))?;
+    let plan = rb
+        .kind()
+        .parse(o.config.as_deref())
+        .map_err(|e| RunbookError::Rejected(format!("invalid config for {}: {e}", rb.task_type)))?;
     if rb.id == super::RunbookId::MemberRestore {
         let member = plan.config_json()["member"].as_str().unwrap_or_default().to_string();
         if !crate::tasks::member_restore::is_member_of(&etcd, &member) {
@@ -490,7 +507,9 @@ pub async fn run(client: &Client, rb: &Runbook, o: &RunOptions, op: &dyn Operato
             backup = Some(BackupAge {
                 age_seconds: full.and_then(|f| f.age_seconds),
                 stale: full.is_none_or(|f| f.stale),
-                threshold_seconds: full.map(|f| f.threshold_seconds).unwrap_or(crate::health::assess::FULL_SNAPSHOT_STALE_SECONDS),
+                threshold_seconds: full
+                    .map(|f| f.threshold_seconds)
+                    .unwrap_or(crate::health::assess::FULL_SNAPSHOT_STALE_SECONDS),
             });
         }
     }
@@ -502,7 +521,11 @@ pub async fn run(client: &Client, rb: &Runbook, o: &RunOptions, op: &dyn Operato
         .unwrap_or(0);
     if let Some(from) = &o.from_step {
         start = names.iter().position(|n| n == from).ok_or_else(|| {
-            RunbookError::Rejected(format!("--from-step {from:?} is not a step of {}; steps: {}", rb.name, names.join(", ")))
+            RunbookError::Rejected(format!(
+                "--from-step {from:?} is not a step of {}; steps: {}",
+                rb.name,
+                names.join(", ")
+            ))
         })?;
     }
     let planned: Vec<PlannedStep> = steps
@@ -534,14 +557,19 @@ pub async fn run(client: &Client, rb: &Runbook, o: &RunOptions, op: &dyn Operato
     // Without a terminal, only --yes may approve destructive steps: refuse before any change.
     let destructive_ahead = planned.iter().skip(start).any(|s| s.destructive && !s.done);
     if destructive_ahead && !o.yes && !op.can_prompt() {
-        let first = planned.iter().skip(start).find(|s| s.destructive && !s.done).map(|s| s.name.clone()).unwrap_or_default();
+        let first =
+            planned.iter().skip(start).find(|s| s.destructive && !s.done).map(|s| s.name.clone()).unwrap_or_default();
         return Err(PromptError::NoTerminal { action: format!("step {first} of {} destroys data and", rb.name) }.into());
     }
     if let Some(b) = &backup
         && b.stale
     {
         let age = match b.age_seconds {
-            Some(a) => format!("is {} old (threshold {})", crate::output::age::human(a), crate::output::age::human(b.threshold_seconds)),
+            Some(a) => format!(
+                "is {} old (threshold {})",
+                crate::output::age::human(a),
+                crate::output::age::human(b.threshold_seconds)
+            ),
             None => "was not found".to_string(),
         };
         let message = format!("the newest full snapshot of etcd {ns}/{} {age}; {}", o.etcd, rb.data_loss);
@@ -617,7 +645,9 @@ pub async fn run(client: &Client, rb: &Runbook, o: &RunOptions, op: &dyn Operato
         })
     };
 
-    let result = execute(client, o, op, task, &etcd, &steps, start, created, &halt, &mut prompt_time, started, waited_lease).await;
+    let result =
+        execute(client, o, op, task, &etcd, &steps, start, created, &halt, &mut prompt_time, started, waited_lease)
+            .await;
     halt.cancel();
     stop_renewing.cancel();
     let _ = watcher.await;
@@ -665,7 +695,11 @@ async fn execute(
             .compare_and_swap(|s| {
                 s.state = Some(TaskState::InProgress);
                 s.initiated_at.get_or_insert_with(|| Time(jiff::Timestamp::now()));
-                s.last_operation = Some(operation("Admission", OperationState::Completed, "preconditions hold; executed in-process by the runbook"));
+                s.last_operation = Some(operation(
+                    "Admission",
+                    OperationState::Completed,
+                    "preconditions hold; executed in-process by the runbook",
+                ));
             })
             .await
             .map_err(journal_err)?;
@@ -691,11 +725,27 @@ async fn execute(
             return Ok(interrupted(&task_name, timings, started, waited_total, *prompt_time, o));
         }
         let step_started = Instant::now();
-        op.event(&Event::StepStarted { index: i + 1, total, name: name.clone(), description: step.description(), destructive: step.destructive() });
-        let running = handle.current.status.as_ref().and_then(|s| s.last_operation.as_ref()).is_some_and(|l| l.name == name && l.state == OperationState::InProgress);
+        op.event(&Event::StepStarted {
+            index: i + 1,
+            total,
+            name: name.clone(),
+            description: step.description(),
+            destructive: step.destructive(),
+        });
+        let running = handle
+            .current
+            .status
+            .as_ref()
+            .and_then(|s| s.last_operation.as_ref())
+            .is_some_and(|l| l.name == name && l.state == OperationState::InProgress);
         if !running {
             let d = step.description();
-            handle.update_as_executor(|s| s.last_operation = Some(operation(&name, OperationState::InProgress, d.clone()))).await.map_err(journal_err)?;
+            handle
+                .update_as_executor(|s| {
+                    s.last_operation = Some(operation(&name, OperationState::InProgress, d.clone()))
+                })
+                .await
+                .map_err(journal_err)?;
         }
         kill_point(i + 1, KillPhase::BeforeAct);
         let mut waited = Duration::ZERO;
@@ -711,7 +761,10 @@ async fn execute(
                     task: task_name.clone(),
                     resume: o.resume_command.clone(),
                 })?;
-                handle.update_as_executor(|s| s.last_operation = Some(operation(&name, OperationState::Completed, how))).await.map_err(journal_err)?;
+                handle
+                    .update_as_executor(|s| s.last_operation = Some(operation(&name, OperationState::Completed, how)))
+                    .await
+                    .map_err(journal_err)?;
                 kill_point(i + 1, KillPhase::AfterJournal);
                 let t = StepTiming {
                     name: name.clone(),
@@ -720,7 +773,12 @@ async fn execute(
                     waited_ms: waited.as_millis() as u64,
                     destructive: step.destructive(),
                 };
-                op.event(&Event::StepFinished { name: name.clone(), how: how.into(), duration_ms: t.duration_ms, waited_ms: t.waited_ms });
+                op.event(&Event::StepFinished {
+                    name: name.clone(),
+                    how: how.into(),
+                    duration_ms: t.duration_ms,
+                    waited_ms: t.waited_ms,
+                });
                 timings.push(t);
             }
             Ok(None) => {
@@ -747,7 +805,12 @@ async fn execute(
                         push_error(s, "StepFailed", format!("{name}: {reason}"));
                     })
                     .await;
-                return Err(RunbookError::StepFailed { step: name, reason, task: task_name.clone(), resume: o.resume_command.clone() });
+                return Err(RunbookError::StepFailed {
+                    step: name,
+                    reason,
+                    task: task_name.clone(),
+                    resume: o.resume_command.clone(),
+                });
             }
         }
     }
@@ -769,11 +832,28 @@ fn summarize(task: &str, steps: Vec<StepTiming>, started: Instant, waited: Durat
     let total = started.elapsed().as_millis() as u64;
     let waited_ms = waited.as_millis() as u64;
     let prompt_ms = prompt.as_millis() as u64;
-    Summary { task: task.into(), steps, total_ms: total, waited_ms, prompt_ms, overhead_ms: total.saturating_sub(waited_ms + prompt_ms) }
+    Summary {
+        task: task.into(),
+        steps,
+        total_ms: total,
+        waited_ms,
+        prompt_ms,
+        overhead_ms: total.saturating_sub(waited_ms + prompt_ms),
+    }
 }
 
-fn interrupted(task: &str, steps: Vec<StepTiming>, started: Instant, waited: Duration, prompt: Duration, o: &RunOptions) -> Outcome {
-    Outcome::Interrupted { summary: summarize(task, steps, started, waited, prompt), resume_command: o.resume_command.clone() }
+fn interrupted(
+    task: &str,
+    steps: Vec<StepTiming>,
+    started: Instant,
+    waited: Duration,
+    prompt: Duration,
+    o: &RunOptions,
+) -> Outcome {
+    Outcome::Interrupted {
+        summary: summarize(task, steps, started, waited, prompt),
+        resume_command: o.resume_command.clone(),
+    }
 }
 
 enum StepFailure {
@@ -799,7 +879,11 @@ async fn run_step(
     let retry = |attempt: u32, e: StepError| -> Result<Duration, StepFailure> {
         if e.is_transient() && attempt < 6 {
             let delay = Duration::from_millis(200 * 2u64.pow(attempt.min(4)));
-            op.event(&Event::StepRetry { name: name.clone(), error: e.to_string(), retry_in_ms: delay.as_millis() as u64 });
+            op.event(&Event::StepRetry {
+                name: name.clone(),
+                error: e.to_string(),
+                retry_in_ms: delay.as_millis() as u64,
+            });
             Ok(delay)
         } else {
             Err(StepFailure::Step(e))
@@ -865,7 +949,10 @@ async fn run_step(
                 let since = *waiting_since.get_or_insert_with(Instant::now);
                 if Instant::now() >= deadline {
                     *waited += since.elapsed();
-                    return Err(StepFailure::Step(StepError::Permanent(format!("not ready after {}s: {reason}", step.timeout().as_secs()))));
+                    return Err(StepFailure::Step(StepError::Permanent(format!(
+                        "not ready after {}s: {reason}",
+                        step.timeout().as_secs()
+                    ))));
                 }
                 if reason != last_reason {
                     op.event(&Event::StepWaiting { name: name.clone(), reason: reason.clone() });
@@ -919,12 +1006,17 @@ mod tests {
         let client = server.client();
         let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
         let good = json!({"etcd.conf.yaml": "initial-cluster: a=x,b=y,c=z\n"});
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "etcd-bootstrap"}, "data": good})).unwrap();
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": "etcd-bootstrap"}, "data": good})).unwrap();
         cms.create(&PostParams::default(), &cm).await.unwrap();
         // The step edited it, then failed.
-        cms.patch("etcd-bootstrap", &PatchParams::default(), &Patch::Merge(&json!({"data": {"etcd.conf.yaml": "initial-cluster: a=x\n", "extra": "1"}})))
-            .await
-            .unwrap();
+        cms.patch(
+            "etcd-bootstrap",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"data": {"etcd.conf.yaml": "initial-cluster: a=x\n", "extra": "1"}})),
+        )
+        .await
+        .unwrap();
         let journal = json!({last_known_good_key("EditInitialCluster"): {"kind": "ConfigMap", "name": "etcd-bootstrap", "data": good}});
         let task: EtcdOperatorTask = serde_json::from_value(json!({
             "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "EtcdOperatorTask",
@@ -938,7 +1030,11 @@ mod tests {
         }))
         .unwrap();
         let cx = StepContext::new(client, task, etcd);
-        assert_eq!(restore_last_known_good(&cx, "ScaleStatefulSetTo0").await.unwrap(), None, "a step without a copy restores nothing");
+        assert_eq!(
+            restore_last_known_good(&cx, "ScaleStatefulSetTo0").await.unwrap(),
+            None,
+            "a step without a copy restores nothing"
+        );
         let done = restore_last_known_good(&cx, "EditInitialCluster").await.unwrap().unwrap();
         assert!(done.contains("restored configmap etcd-bootstrap"), "{done}");
         let data = cms.get("etcd-bootstrap").await.unwrap().data.unwrap();
@@ -949,7 +1045,12 @@ mod tests {
 
     #[test]
     fn events_stream_as_tagged_camel_case_json() {
-        let e = Event::StepFinished { name: "DeletePersistentVolumeClaims".into(), how: "done".into(), duration_ms: 12, waited_ms: 3 };
+        let e = Event::StepFinished {
+            name: "DeletePersistentVolumeClaims".into(),
+            how: "done".into(),
+            duration_ms: 12,
+            waited_ms: 3,
+        };
         assert_eq!(
             serde_json::to_value(&e).unwrap(),
             json!({"event": "stepFinished", "name": "DeletePersistentVolumeClaims", "how": "done", "durationMs": 12, "waitedMs": 3})

@@ -26,7 +26,12 @@ impl Access {
     }
 
     /// `verb` on `group`/`resource`/`subresource`.
-    pub const fn sub(verb: &'static str, group: &'static str, resource: &'static str, subresource: &'static str) -> Access {
+    pub const fn sub(
+        verb: &'static str,
+        group: &'static str,
+        resource: &'static str,
+        subresource: &'static str,
+    ) -> Access {
         Access { verb, group, resource, subresource: Some(subresource) }
     }
 

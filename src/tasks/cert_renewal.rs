@@ -16,8 +16,8 @@ use super::config::{ConfigError, expect_none};
 use super::preconditions::{Facts, require_quorum};
 use super::step::{Readiness, Step, StepContext, StepError, StepFuture};
 use super::{TaskKind, TaskPlan};
-use crate::api::{Certificate, Etcd};
 use crate::api::task::types;
+use crate::api::{Certificate, Etcd};
 use crate::certs::next_retry_at;
 use crate::certs::renew::{CertError, CertTargets, failed_since, find, issued_after, trigger};
 use crate::health::Quorum;
@@ -65,7 +65,10 @@ impl TaskPlan for CertificateRenewalPlan {
         require_quorum(facts)?;
         // A rolling restart takes one member down at a time; with one already down that could cost quorum.
         if !facts.unready_members.is_empty() {
-            return Err(format!("members not ready: {}; a rolling restart could lose quorum", facts.unready_members.join(", ")));
+            return Err(format!(
+                "members not ready: {}; a rolling restart could lose quorum",
+                facts.unready_members.join(", ")
+            ));
         }
         Ok(())
     }
@@ -198,7 +201,9 @@ impl Step for RestartMember {
             };
             match get(self.pod.clone()).await? {
                 Some(p) if p.metadata.uid.is_some() && p.metadata.uid != old_uid && pod_ready(&p) => {}
-                Some(p) if p.metadata.uid == old_uid => return Ok(Readiness::NotReady(format!("{} has not restarted yet", self.pod))),
+                Some(p) if p.metadata.uid == old_uid => {
+                    return Ok(Readiness::NotReady(format!("{} has not restarted yet", self.pod)));
+                }
                 _ => return Ok(Readiness::NotReady(format!("{} is not ready yet", self.pod))),
             }
             let names = cx.etcd.managed_names();
@@ -210,7 +215,11 @@ impl Step for RestartMember {
                 }
             }
             let q = Quorum::of(members, ready);
-            if q.quorate { Ok(Readiness::Ready) } else { Ok(Readiness::NotReady(format!("{ready} of {members} members ready; not quorate"))) }
+            if q.quorate {
+                Ok(Readiness::Ready)
+            } else {
+                Ok(Readiness::NotReady(format!("{ready} of {members} members ready; not quorate")))
+            }
         }
         .boxed()
     }
@@ -240,7 +249,15 @@ mod tests {
     #[test]
     fn renewal_comes_before_any_restart() {
         let names: Vec<String> = CertificateRenewalPlan.steps(&etcd("etcd-main-1")).iter().map(|s| s.name()).collect();
-        assert_eq!(names, ["RenewCertificates", "RestartMember/etcd-main-0", "RestartMember/etcd-main-2", "RestartMember/etcd-main-1"]);
+        assert_eq!(
+            names,
+            [
+                "RenewCertificates",
+                "RestartMember/etcd-main-0",
+                "RestartMember/etcd-main-2",
+                "RestartMember/etcd-main-1"
+            ]
+        );
     }
 
     #[test]

@@ -105,7 +105,8 @@ impl Step for CreateJob {
     fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
         async move {
             let api: Api<Job> = Api::namespaced(cx.client.clone(), cx.namespace());
-            let job = api.get_opt(&self.job).await.map_err(|e| StepError::from_kube("reading the compaction job", e))?;
+            let job =
+                api.get_opt(&self.job).await.map_err(|e| StepError::from_kube("reading the compaction job", e))?;
             match job {
                 Some(j) if created_by_task(&j, cx.task_name()) => Ok(true),
                 Some(_) => Err(StepError::Transient(format!(
@@ -120,7 +121,8 @@ impl Step for CreateJob {
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
             let api: Api<Job> = Api::namespaced(cx.client.clone(), cx.namespace());
-            let job: Job = serde_json::from_value(job_manifest(cx, &self.job)).map_err(|e| StepError::Permanent(e.to_string()))?;
+            let job: Job =
+                serde_json::from_value(job_manifest(cx, &self.job)).map_err(|e| StepError::Permanent(e.to_string()))?;
             match api.create(&PostParams::default(), &job).await {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(()), // `check` decides whose it is on retry
@@ -131,7 +133,11 @@ impl Step for CreateJob {
     }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
-            Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady(format!("job {} not created yet", self.job)) })
+            Ok(if self.check(cx).await? {
+                Readiness::Ready
+            } else {
+                Readiness::NotReady(format!("job {} not created yet", self.job))
+            })
         }
         .boxed()
     }
@@ -183,7 +189,8 @@ impl Step for WaitForJob {
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
             let api: Api<Job> = Api::namespaced(cx.client.clone(), cx.namespace());
-            let job = api.get_opt(&self.job).await.map_err(|e| StepError::from_kube("reading the compaction job", e))?;
+            let job =
+                api.get_opt(&self.job).await.map_err(|e| StepError::from_kube("reading the compaction job", e))?;
             let Some(job) = job else {
                 return Err(StepError::Permanent(format!("compaction job {} disappeared", self.job)));
             };
@@ -213,12 +220,16 @@ mod tests {
 
     #[test]
     fn job_outcome_reads_conditions_and_counts() {
-        let job = |status: Value| -> Job { serde_json::from_value(json!({"metadata": {"name": "j"}, "status": status})).unwrap() };
+        let job = |status: Value| -> Job {
+            serde_json::from_value(json!({"metadata": {"name": "j"}, "status": status})).unwrap()
+        };
         assert_eq!(job_outcome(&job(json!({"active": 1}))), None);
         assert_eq!(job_outcome(&job(json!({"succeeded": 1}))), Some(Ok(())));
         assert_eq!(job_outcome(&job(json!({"conditions": [{"type": "Complete", "status": "True"}]}))), Some(Ok(())));
         assert_eq!(
-            job_outcome(&job(json!({"conditions": [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]}))),
+            job_outcome(&job(
+                json!({"conditions": [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]})
+            )),
             Some(Err("BackoffLimitExceeded".into()))
         );
     }

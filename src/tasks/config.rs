@@ -118,7 +118,9 @@ impl<'a> Fields<'a> {
 
     /// An optional string.
     pub fn string(&self, key: &str) -> Result<Option<String>, ConfigError> {
-        self.value(key).map(|v| v.as_str().map(str::to_string).ok_or_else(|| self.wrong(key, "a string", v))).transpose()
+        self.value(key)
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| self.wrong(key, "a string", v)))
+            .transpose()
     }
 
     /// A required string from a fixed set.
@@ -133,7 +135,11 @@ impl<'a> Fields<'a> {
     /// An optional non-negative 32-bit integer.
     pub fn u32(&self, key: &str) -> Result<Option<u32>, ConfigError> {
         self.value(key)
-            .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| self.wrong(key, "a non-negative integer", v)))
+            .map(|v| {
+                v.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| self.wrong(key, "a non-negative integer", v))
+            })
             .transpose()
     }
 

@@ -108,7 +108,10 @@ impl TaskPlan for CopyBackupsConfig {
 
 /// The `EtcdCopyBackupsTask` API.
 pub fn copy_task_api(cx: &StepContext) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"), "etcdcopybackupstasks");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"),
+        "etcdcopybackupstasks",
+    );
     Api::namespaced_with(cx.client.clone(), cx.namespace(), &ar)
 }
 
@@ -163,7 +166,10 @@ impl Step for CreateCopyTask {
         .boxed()
     }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
-        async move { Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady("not created yet".into()) }) }.boxed()
+        async move {
+            Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady("not created yet".into()) })
+        }
+        .boxed()
     }
 }
 
@@ -204,8 +210,13 @@ impl Step for WaitForCopy {
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
             let name = copy_task_name(cx.task_name());
-            let obj = copy_task_api(cx).get_opt(&name).await.map_err(|e| StepError::from_kube("reading the EtcdCopyBackupsTask", e))?;
-            let Some(obj) = obj else { return Err(StepError::Permanent(format!("EtcdCopyBackupsTask {name} disappeared"))) };
+            let obj = copy_task_api(cx)
+                .get_opt(&name)
+                .await
+                .map_err(|e| StepError::from_kube("reading the EtcdCopyBackupsTask", e))?;
+            let Some(obj) = obj else {
+                return Err(StepError::Permanent(format!("EtcdCopyBackupsTask {name} disappeared")));
+            };
             match copy_outcome(obj.data.get("status").unwrap_or(&Value::Null)) {
                 Some(Ok(())) => Ok(Readiness::Ready),
                 Some(Err(reason)) => Err(StepError::Permanent(format!("EtcdCopyBackupsTask {name} failed: {reason}"))),
@@ -228,19 +239,35 @@ mod tests {
         .unwrap();
         assert_eq!(ok.max_backups, Some(3));
         assert_eq!(ok.target_store["secretRef"]["name"], "s");
-        assert_eq!(parse_config(Some("sourceStore: {prefix: p}")).unwrap_err().to_string(), "config.targetStore: required field is missing");
+        assert_eq!(
+            parse_config(Some("sourceStore: {prefix: p}")).unwrap_err().to_string(),
+            "config.targetStore: required field is missing"
+        );
         assert_eq!(
             parse_config(Some("sourceStore: {container: a}\ntargetStore: {prefix: q}")).unwrap_err().to_string(),
             "config.sourceStore.prefix: required field is missing"
         );
-        assert!(parse_config(Some("sourceStore: {prefix: p, bucket: x}\ntargetStore: {prefix: q}")).unwrap_err().to_string().contains("config.sourceStore.bucket"));
-        assert!(parse_config(Some("sourceStore: {prefix: p}\ntargetStore: {prefix: q}\nmaxBackups: -1")).unwrap_err().to_string().contains("config.maxBackups"));
+        assert!(
+            parse_config(Some("sourceStore: {prefix: p, bucket: x}\ntargetStore: {prefix: q}"))
+                .unwrap_err()
+                .to_string()
+                .contains("config.sourceStore.bucket")
+        );
+        assert!(
+            parse_config(Some("sourceStore: {prefix: p}\ntargetStore: {prefix: q}\nmaxBackups: -1"))
+                .unwrap_err()
+                .to_string()
+                .contains("config.maxBackups")
+        );
     }
 
     #[test]
     fn outcome_from_conditions() {
         assert_eq!(copy_outcome(&json!({})), None);
         assert_eq!(copy_outcome(&json!({"conditions": [{"type": "Succeeded", "status": "True"}]})), Some(Ok(())));
-        assert_eq!(copy_outcome(&json!({"conditions": [{"type": "Failed", "status": "True", "message": "no bucket"}]})), Some(Err("no bucket".into())));
+        assert_eq!(
+            copy_outcome(&json!({"conditions": [{"type": "Failed", "status": "True", "message": "no bucket"}]})),
+            Some(Err("no bucket".into()))
+        );
     }
 }

@@ -42,7 +42,11 @@ pub fn parse_config(config: Option<&str>) -> Result<MachineDeletionConfig, Confi
         (None, Some(n)) => MachineTarget::Node(n),
         (None, None) => return Err(ConfigError::Missing { path: "config.machine (or config.node)".into() }),
         (Some(_), Some(_)) => {
-            return Err(ConfigError::WrongType { path: "config".into(), expected: "one of machine or node".into(), found: "both".into() });
+            return Err(ConfigError::WrongType {
+                path: "config".into(),
+                expected: "one of machine or node".into(),
+                found: "both".into(),
+            });
         }
     };
     Ok(MachineDeletionConfig { target, force: f.bool("force")?.unwrap_or(false), namespace: f.string("namespace")? })
@@ -104,7 +108,9 @@ impl Step for RequestDeletion {
                 format!("kubectl delete machine {m} --wait=false"),
             ],
             MachineTarget::Machine(m) => vec![format!("kubectl delete machine {m} --wait=false")],
-            MachineTarget::Node(n) => vec![format!("kubectl annotate node {n} node.machine.sapcloud.io/trigger-deletion-by-mcm=true")],
+            MachineTarget::Node(n) => {
+                vec![format!("kubectl annotate node {n} node.machine.sapcloud.io/trigger-deletion-by-mcm=true")]
+            }
         }
     }
     fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
@@ -119,7 +125,9 @@ impl Step for RequestDeletion {
             }
             // Journal first: a killed executor must not re-read the node set after the old node is gone.
             cx.record(PLAN_KEY, json!({"node": plan.node, "nodesBefore": plan.nodes_before})).await?;
-            delete(&cx.client, plan, &DeleteOptions { force: self.0.force, ..Default::default() }).await.map_err(step_error)?;
+            delete(&cx.client, plan, &DeleteOptions { force: self.0.force, ..Default::default() })
+                .await
+                .map_err(step_error)?;
             Ok(())
         }
         .boxed()
@@ -133,9 +141,9 @@ fn step_error(e: MachineError) -> StepError {
     match e {
         MachineError::WouldLoseQuorum(why) => StepError::Permanent(why),
         MachineError::Cluster(c) => match c {
-            crate::kube::ClusterError::NotFound { .. } | crate::kube::ClusterError::Forbidden(_) | crate::kube::ClusterError::Invalid(_) => {
-                StepError::Permanent(c.to_string())
-            }
+            crate::kube::ClusterError::NotFound { .. }
+            | crate::kube::ClusterError::Forbidden(_)
+            | crate::kube::ClusterError::Invalid(_) => StepError::Permanent(c.to_string()),
             other => StepError::Transient(other.to_string()),
         },
     }
@@ -163,7 +171,8 @@ impl Step for WaitReplacementNode {
         async move {
             let j = cx.journal(PLAN_KEY).unwrap_or_default();
             let old = j.get("node").and_then(Value::as_str).map(String::from);
-            let before: BTreeSet<String> = serde_json::from_value(j.get("nodesBefore").cloned().unwrap_or(json!([]))).unwrap_or_default();
+            let before: BTreeSet<String> =
+                serde_json::from_value(j.get("nodesBefore").cloned().unwrap_or(json!([]))).unwrap_or_default();
             let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(cx.client.clone())
                 .list(&ListParams::default())
                 .await

@@ -92,7 +92,12 @@ pub fn defragmentation_order(etcd: &Etcd) -> Vec<MemberRef> {
 impl TaskPlan for MaintenanceConfig {
     fn duplicate_key(&self) -> String {
         // DEP-05: no duplicate task running with the same maintenanceType.
-        format!("{}/compaction={},defragmentation={}", types::ON_DEMAND_MAINTENANCE, self.etcd_compaction, self.etcd_defragmentation)
+        format!(
+            "{}/compaction={},defragmentation={}",
+            types::ON_DEMAND_MAINTENANCE,
+            self.etcd_compaction,
+            self.etcd_defragmentation
+        )
     }
     fn preconditions(&self, facts: &Facts) -> Result<(), String> {
         require_quorum(facts)?;
@@ -171,7 +176,10 @@ impl Step for Defragment {
         format!("Defragment[{}]", self.member.name)
     }
     fn description(&self) -> String {
-        format!("defragment member {} once every other member is ready, then wait until it is ready again", self.member.name)
+        format!(
+            "defragment member {} once every other member is ready, then wait until it is ready again",
+            self.member.name
+        )
     }
     fn kubectl(&self) -> Vec<String> {
         vec![format!("kubectl exec {} -c etcd -- etcdctl defrag", self.member.pod)]
@@ -238,7 +246,12 @@ mod tests {
             parse_config(Some("maintenanceType: {etcdDefragmentation: sure}")).unwrap_err().to_string(),
             "config.maintenanceType.etcdDefragmentation: expected a boolean, found string \"sure\""
         );
-        assert!(parse_config(Some("maintenanceType: {defrag: true}")).unwrap_err().to_string().contains("maintenanceType.defrag"));
+        assert!(
+            parse_config(Some("maintenanceType: {defrag: true}"))
+                .unwrap_err()
+                .to_string()
+                .contains("maintenanceType.defrag")
+        );
     }
 
     #[test]
@@ -252,7 +265,10 @@ mod tests {
         assert_eq!(order, ["etcd-main-0", "etcd-main-2", "etcd-main-1"]);
         let plan = parse_config(Some("maintenanceType: {etcdCompaction: true, etcdDefragmentation: true}")).unwrap();
         let names: Vec<String> = plan.steps(&e).iter().map(|s| s.name()).collect();
-        assert_eq!(names, ["CompactEtcd", "Defragment[etcd-main-0]", "Defragment[etcd-main-2]", "Defragment[etcd-main-1]"]);
+        assert_eq!(
+            names,
+            ["CompactEtcd", "Defragment[etcd-main-0]", "Defragment[etcd-main-2]", "Defragment[etcd-main-1]"]
+        );
     }
 
     #[test]

@@ -58,7 +58,10 @@ pub fn config_for(member: &str) -> String {
 pub fn member_restore_preconditions(member: &str, facts: &Facts) -> Result<(), String> {
     let q = &facts.quorum;
     if q.members <= 1 {
-        return Err("the etcd has a single member; it restores itself from its backups, there is no other member to rejoin".into());
+        return Err(
+            "the etcd has a single member; it restores itself from its backups, there is no other member to rejoin"
+                .into(),
+        );
     }
     if !q.quorate {
         return Err(format!(
@@ -121,7 +124,10 @@ impl DeleteMemberData {
     async fn pvc_uid(&self, cx: &StepContext) -> Result<Option<String>, StepError> {
         let name = self.e.names.pvc(self.ordinal);
         let api: Api<PersistentVolumeClaim> = Api::namespaced(cx.client.clone(), cx.namespace());
-        let pvc = api.get_opt(&name).await.map_err(|e| StepError::from_kube(&format!("reading persistentvolumeclaim {name}"), e))?;
+        let pvc = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| StepError::from_kube(&format!("reading persistentvolumeclaim {name}"), e))?;
         Ok(pvc.filter(|p| p.metadata.deletion_timestamp.is_none()).and_then(|p| p.metadata.uid))
     }
 }
@@ -200,10 +206,16 @@ impl Step for VerifyAllMembersReady {
         "VerifyAllMembersReady".into()
     }
     fn description(&self) -> String {
-        format!("verify: all {} members ready and promoted (every member lease renewed as :Leader or :Member), etcd {} Ready", self.0.replicas, self.0.name)
+        format!(
+            "verify: all {} members ready and promoted (every member lease renewed as :Leader or :Member), etcd {} Ready",
+            self.0.replicas, self.0.name
+        )
     }
     fn kubectl(&self) -> Vec<String> {
-        vec![format!("kubectl get etcd {}", self.0.name), format!("kubectl get lease -l app.kubernetes.io/part-of={}", self.0.name)]
+        vec![
+            format!("kubectl get etcd {}", self.0.name),
+            format!("kubectl get lease -l app.kubernetes.io/part-of={}", self.0.name),
+        ]
     }
     fn timeout(&self) -> Duration {
         Duration::from_secs(180)
@@ -244,7 +256,9 @@ mod tests {
     fn restore_is_refused_for_a_healthy_member_lost_quorum_or_a_second_failure() {
         assert!(member_restore_preconditions("e-2", &facts(3, 3, &[])).unwrap_err().contains("healthy"));
         assert!(member_restore_preconditions("e-2", &facts(3, 1, &["e-1", "e-2"])).unwrap_err().contains("no quorum"));
-        assert!(member_restore_preconditions("e-2", &facts(5, 3, &["e-1", "e-2"])).unwrap_err().contains("quorum at risk"));
+        assert!(
+            member_restore_preconditions("e-2", &facts(5, 3, &["e-1", "e-2"])).unwrap_err().contains("quorum at risk")
+        );
         assert!(member_restore_preconditions("e-0", &facts(1, 0, &["e-0"])).unwrap_err().contains("single member"));
         assert!(member_restore_preconditions("e-2", &facts(3, 2, &["e-2"])).is_ok());
     }

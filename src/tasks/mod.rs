@@ -4,8 +4,8 @@
 //! The step model ([`step`]) is shared with the runbooks: a plan of named steps, each with `check` (already
 //! done?), an idempotent `act`, and `verify` (wait with a timeout, saying why when not ready).
 
-pub mod compaction;
 pub mod cert_renewal;
+pub mod compaction;
 pub mod config;
 pub mod copy_backups;
 pub mod machine_deletion;
@@ -107,7 +107,9 @@ impl Registry {
 
     /// The type named `type_`.
     pub fn kind(&self, type_: &str) -> Result<&Arc<dyn TaskKind>, RegistryError> {
-        self.kinds.get(type_).ok_or_else(|| RegistryError::UnknownType { given: type_.to_string(), known: self.names() })
+        self.kinds
+            .get(type_)
+            .ok_or_else(|| RegistryError::UnknownType { given: type_.to_string(), known: self.names() })
     }
 
     /// Parses a task's type and config.

@@ -63,7 +63,9 @@ pub enum TaskOpsError {
         after: Duration,
     },
     /// `--wait` without an executor.
-    #[error("no executor is running for namespace {namespace:?} (no `druidctl serve` holds lease {SERVE_LEASE}); pass --local to execute the task in this process")]
+    #[error(
+        "no executor is running for namespace {namespace:?} (no `druidctl serve` holds lease {SERVE_LEASE}); pass --local to execute the task in this process"
+    )]
     NoExecutor {
         /// Namespace.
         namespace: String,
@@ -108,13 +110,21 @@ pub async fn precheck(client: &Client, registry: &Registry, req: &TaskRequest) -
     let etcds: Api<Etcd> = Api::namespaced(client.clone(), &req.namespace);
     let etcd = etcds.get(&req.etcd).await.map_err(|e| kube_err(e, "etcd", &req.etcd, &req.namespace))?;
     let tasks: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), &req.namespace);
-    let others = tasks.list(&ListParams::default()).await.map_err(|e| kube_err(e, "EtcdOperatorTask", "", &req.namespace))?.items;
+    let others = tasks
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| kube_err(e, "EtcdOperatorTask", "", &req.namespace))?
+        .items;
     let probe = new_task("(new)", req);
     let mut probe = probe;
-    probe.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
-    let key = |t: &EtcdOperatorTask| registry.plan(&t.spec.type_, t.spec.config.as_deref()).ok().map(|p| p.duplicate_key());
+    probe.metadata.creation_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+    let key =
+        |t: &EtcdOperatorTask| registry.plan(&t.spec.type_, t.spec.config.as_deref()).ok().map(|p| p.duplicate_key());
     let probe_key = plan.duplicate_key();
-    let key_with_probe = |t: &EtcdOperatorTask| if t.metadata.name.as_deref() == Some("(new)") { Some(probe_key.clone()) } else { key(t) };
+    let key_with_probe = |t: &EtcdOperatorTask| {
+        if t.metadata.name.as_deref() == Some("(new)") { Some(probe_key.clone()) } else { key(t) }
+    };
     if let Admission::Duplicate(reason) = admission(&probe, &others, key_with_probe) {
         return Err(TaskOpsError::Refused(reason));
     }
@@ -149,7 +159,9 @@ pub async fn create(client: &Client, registry: &Registry, req: &TaskRequest) -> 
     let suffix: String = uuid::Uuid::new_v4().simple().to_string().chars().take(5).collect();
     let name = format!("{}-{slug}-{suffix}", req.etcd.chars().take(200).collect::<String>());
     let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), &req.namespace);
-    api.create(&PostParams::default(), &new_task(&name, req)).await.map_err(|e| kube_err(e, "EtcdOperatorTask", &name, &req.namespace).into())
+    api.create(&PostParams::default(), &new_task(&name, req))
+        .await
+        .map_err(|e| kube_err(e, "EtcdOperatorTask", &name, &req.namespace).into())
 }
 
 /// The identity of a live `serve` leader for `namespace` (its lease in that namespace or in `default`).
@@ -232,7 +244,8 @@ pub async fn follow(
 ) -> Result<EtcdOperatorTask, TaskOpsError> {
     let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = watcher::watcher(api, config).backoff(crate::reconciler::controller::WatchBackoff::default()).boxed();
+    let mut stream =
+        watcher::watcher(api, config).backoff(crate::reconciler::controller::WatchBackoff::default()).boxed();
     let mut last_seen: Option<EtcdOperatorTask> = None;
     let mut last_key: Option<TransitionKey> = None;
     let wait = async {
@@ -271,7 +284,12 @@ pub async fn follow(
             Err(_) => {
                 let (state, step) = last_seen
                     .as_ref()
-                    .map(|t| (t.state().as_str(), t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| o.name.clone())))
+                    .map(|t| {
+                        (
+                            t.state().as_str(),
+                            t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| o.name.clone()),
+                        )
+                    })
                     .unwrap_or(("Pending", None));
                 return Err(TaskOpsError::Timeout { task: name.into(), state, step, after: t });
             }
@@ -284,7 +302,8 @@ pub async fn follow(
 /// `Ok` for a succeeded task, the matching error for a rejected or failed one.
 pub fn outcome(t: &EtcdOperatorTask) -> Result<(), TaskOpsError> {
     let task = t.metadata.name.clone().unwrap_or_default();
-    let reason = t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| o.reason.clone()).unwrap_or_default();
+    let reason =
+        t.status.as_ref().and_then(|s| s.last_operation.as_ref()).map(|o| o.reason.clone()).unwrap_or_default();
     match t.state() {
         TaskState::Rejected => Err(TaskOpsError::Rejected { task, reason }),
         TaskState::Failed => Err(TaskOpsError::Failed { task, reason }),

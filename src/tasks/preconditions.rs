@@ -34,13 +34,20 @@ pub fn require_quorum(f: &Facts) -> Result<(), String> {
     if f.quorum.quorate {
         Ok(())
     } else {
-        Err(format!("the etcd cluster has no quorum ({} of {} members ready, {} needed)", f.quorum.ready, f.quorum.members, f.quorum.needed))
+        Err(format!(
+            "the etcd cluster has no quorum ({} of {} members ready, {} needed)",
+            f.quorum.ready, f.quorum.members, f.quorum.needed
+        ))
     }
 }
 
 /// Backups must be configured (`spec.backup.store`) for snapshot tasks.
 pub fn require_backups(f: &Facts) -> Result<(), String> {
-    if f.backups_enabled { Ok(()) } else { Err("backups are not configured for this etcd (spec.backup.store is unset)".into()) }
+    if f.backups_enabled {
+        Ok(())
+    } else {
+        Err("backups are not configured for this etcd (spec.backup.store is unset)".into())
+    }
 }
 
 /// Defragmenting one member at a time must never leave the cluster without quorum: every member must be
@@ -51,7 +58,11 @@ pub fn require_all_members_ready(f: &Facts) -> Result<(), String> {
     } else {
         Err(format!(
             "not every member is ready ({}), so defragmenting one would risk quorum",
-            if f.unready_members.is_empty() { format!("{} of {}", f.quorum.ready, f.quorum.members) } else { f.unready_members.join(", ") }
+            if f.unready_members.is_empty() {
+                format!("{} of {}", f.quorum.ready, f.quorum.members)
+            } else {
+                f.unready_members.join(", ")
+            }
         ))
     }
 }
@@ -127,7 +138,12 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn facts(members: u32, ready: u32) -> Facts {
-        Facts { quorum: Quorum::of(members, ready), verdict: Verdict::Healthy, backups_enabled: true, unready_members: vec![] }
+        Facts {
+            quorum: Quorum::of(members, ready),
+            verdict: Verdict::Healthy,
+            backups_enabled: true,
+            unready_members: vec![],
+        }
     }
 
     fn task(name: &str, etcd: &str, type_: &str, created_s: i64, state: Option<TaskState>) -> EtcdOperatorTask {
@@ -182,7 +198,9 @@ mod tests {
     fn a_running_task_blocks_even_an_older_pending_one() {
         let old = task("old", "e", "A", 0, Some(TaskState::Pending));
         let running = task("new", "e", "B", 5, Some(TaskState::InProgress));
-        assert!(matches!(admission(&old, &[old.clone(), running], by_type), Admission::Wait(r) if r.contains("task new")));
+        assert!(
+            matches!(admission(&old, &[old.clone(), running], by_type), Admission::Wait(r) if r.contains("task new"))
+        );
     }
 
     #[test]

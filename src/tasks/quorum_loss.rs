@@ -211,13 +211,22 @@ impl Step for SuspendDruid {
     }
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
-            patch_etcd_annotations(cx, &self.0.name, json!({SUSPEND_SPEC_RECONCILE: "", DISABLE_COMPONENT_PROTECTION: ""})).await
+            patch_etcd_annotations(
+                cx,
+                &self.0.name,
+                json!({SUSPEND_SPEC_RECONCILE: "", DISABLE_COMPONENT_PROTECTION: ""}),
+            )
+            .await
         }
         .boxed()
     }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
-            Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady("annotations not visible yet".into()) })
+            Ok(if self.check(cx).await? {
+                Readiness::Ready
+            } else {
+                Readiness::NotReady("annotations not visible yet".into())
+            })
         }
         .boxed()
     }
@@ -272,7 +281,9 @@ impl Step for RecordConfigMap {
                 .await
                 .map_err(|e| kube_err(format!("reading statefulset {sts_name}"), e))?;
             let cm_name = config_map_of(&sts).ok_or_else(|| {
-                StepError::Permanent(format!("statefulset {sts_name} has no volume {CONFIG_VOLUME}; cannot find the etcd configuration"))
+                StepError::Permanent(format!(
+                    "statefulset {sts_name} has no volume {CONFIG_VOLUME}; cannot find the etcd configuration"
+                ))
             })?;
             let cm = Api::<ConfigMap>::namespaced(cx.client.clone(), cx.namespace())
                 .get(&cm_name)
@@ -303,7 +314,9 @@ async fn etcd_pods(cx: &StepContext, e: &EtcdRef) -> Result<Vec<Pod>, StepError>
     Ok(list
         .items
         .into_iter()
-        .filter(|p| p.metadata.name.as_deref().and_then(|n| n.strip_prefix(&prefix)).is_some_and(|i| i.parse::<u32>().is_ok()))
+        .filter(|p| {
+            p.metadata.name.as_deref().and_then(|n| n.strip_prefix(&prefix)).is_some_and(|i| i.parse::<u32>().is_ok())
+        })
         .collect())
 }
 
@@ -319,7 +332,12 @@ impl Step for ScaleStatefulSet {
                 self.e.replicas
             )
         } else {
-            format!("scale StatefulSet {} to {}: only {} starts, from an empty volume", self.e.names.statefulset(), self.replicas, self.e.names.pod(0))
+            format!(
+                "scale StatefulSet {} to {}: only {} starts, from an empty volume",
+                self.e.names.statefulset(),
+                self.replicas,
+                self.e.names.pod(0)
+            )
         }
     }
     fn kubectl(&self) -> Vec<String> {
@@ -439,7 +457,11 @@ impl Step for DeletePvcs {
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
             let left = member_pvcs(cx, &self.0).await?;
-            Ok(if left.is_empty() { Readiness::Ready } else { Readiness::NotReady(format!("still terminating: {}", left.join(", "))) })
+            Ok(if left.is_empty() {
+                Readiness::Ready
+            } else {
+                Readiness::NotReady(format!("still terminating: {}", left.join(", ")))
+            })
         }
         .boxed()
     }
@@ -502,7 +524,11 @@ impl Step for DeleteMemberLeases {
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
             let left = self.existing(cx).await?;
-            Ok(if left.is_empty() { Readiness::Ready } else { Readiness::NotReady(format!("still present: {}", left.join(", "))) })
+            Ok(if left.is_empty() {
+                Readiness::Ready
+            } else {
+                Readiness::NotReady(format!("still present: {}", left.join(", ")))
+            })
         }
         .boxed()
     }
@@ -525,7 +551,8 @@ pub fn initial_cluster_members(conf: &str) -> Vec<String> {
 
 /// `conf` with `initial-cluster` reduced to the entry of member `first` (`None` when it has no such entry).
 pub fn first_member_only(conf: &str, first: &str) -> Option<String> {
-    let entry = initial_cluster_members(conf).into_iter().find(|m| m.split_once('=').is_some_and(|(n, _)| n == first))?;
+    let entry =
+        initial_cluster_members(conf).into_iter().find(|m| m.split_once('=').is_some_and(|(n, _)| n == first))?;
     let mut out = String::with_capacity(conf.len());
     for line in conf.lines() {
         let indent = &line[..line.len() - line.trim_start().len()];
@@ -596,7 +623,10 @@ impl Step for EditInitialCluster {
                 cx.record(&lkg, json!({"kind": "ConfigMap", "name": name, "data": rec["data"]})).await?;
             }
             let edited = first_member_only(&conf, &self.0.names.pod(0)).ok_or_else(|| {
-                StepError::Permanent(format!("initial-cluster in configmap {name} does not name {}", self.0.names.pod(0)))
+                StepError::Permanent(format!(
+                    "initial-cluster in configmap {name} does not name {}",
+                    self.0.names.pod(0)
+                ))
             })?;
             Api::<ConfigMap>::namespaced(cx.client.clone(), cx.namespace())
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"data": {ETCD_CONF_KEY: edited}})))
@@ -608,7 +638,11 @@ impl Step for EditInitialCluster {
     }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
-            Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady("initial-cluster not edited yet".into()) })
+            Ok(if self.check(cx).await? {
+                Readiness::Ready
+            } else {
+                Readiness::NotReady("initial-cluster not edited yet".into())
+            })
         }
         .boxed()
     }
@@ -626,7 +660,10 @@ impl Step for WaitMemberReady {
     }
     fn description(&self) -> String {
         if self.ordinal == 0 {
-            format!("wait until {} is ready: its backup sidecar restores the latest full snapshot and the deltas after it", self.e.names.pod(0))
+            format!(
+                "wait until {} is ready: its backup sidecar restores the latest full snapshot and the deltas after it",
+                self.e.names.pod(0)
+            )
         } else {
             format!("wait until {} is ready again", self.e.names.pod(self.ordinal))
         }
@@ -674,7 +711,9 @@ impl Step for ResumeDruid {
     fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
         async move {
             let a = etcd_annotations(cx, &self.0.name).await?;
-            Ok(![SUSPEND_SPEC_RECONCILE, DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY].iter().any(|k| a.contains_key(*k)))
+            Ok(![SUSPEND_SPEC_RECONCILE, DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY]
+                .iter()
+                .any(|k| a.contains_key(*k)))
         }
         .boxed()
     }
@@ -691,7 +730,11 @@ impl Step for ResumeDruid {
     }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
-            Ok(if self.check(cx).await? { Readiness::Ready } else { Readiness::NotReady("annotations still present".into()) })
+            Ok(if self.check(cx).await? {
+                Readiness::Ready
+            } else {
+                Readiness::NotReady("annotations still present".into())
+            })
         }
         .boxed()
     }
@@ -729,7 +772,9 @@ impl Step for RequestReconcile {
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
             let a = etcd_annotations(cx, &self.0.name).await?;
-            let pending = [GARDENER_OPERATION, DRUID_OPERATION].iter().any(|k| a.get(*k).map(String::as_str) == Some(OPERATION_RECONCILE));
+            let pending = [GARDENER_OPERATION, DRUID_OPERATION]
+                .iter()
+                .any(|k| a.get(*k).map(String::as_str) == Some(OPERATION_RECONCILE));
             let sts_name = self.0.names.statefulset();
             let sts = Api::<StatefulSet>::namespaced(cx.client.clone(), cx.namespace())
                 .get(&sts_name)
@@ -741,7 +786,10 @@ impl Step for RequestReconcile {
             } else if pending {
                 Readiness::NotReady("etcd-druid has not picked up the reconcile yet".into())
             } else {
-                Readiness::NotReady(format!("statefulset {sts_name} has {replicas} replicas, waiting for {}", self.0.replicas))
+                Readiness::NotReady(format!(
+                    "statefulset {sts_name} has {replicas} replicas, waiting for {}",
+                    self.0.replicas
+                ))
             })
         }
         .boxed()
@@ -794,7 +842,10 @@ pub(crate) async fn cluster_formed_problems(cx: &StepContext, e: &EtcdRef) -> Re
     for d in list.items {
         let scaled_down = d.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(DWD_REPLICAS));
         if scaled_down && d.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
-            problems.push(format!("deployment {} is still scaled down by dependency-watchdog", d.metadata.name.unwrap_or_default()));
+            problems.push(format!(
+                "deployment {} is still scaled down by dependency-watchdog",
+                d.metadata.name.unwrap_or_default()
+            ));
         }
     }
     Ok(problems)
@@ -817,8 +868,14 @@ impl Step for VerifyClusterFormed {
         vec![
             format!("kubectl get pods -l {LABEL_PART_OF}={}", self.0.name),
             format!("kubectl get etcd {}", self.0.name),
-            format!("kubectl get lease {}", (0..self.0.replicas).map(|i| self.0.names.member_lease(i)).collect::<Vec<_>>().join(" ")),
-            format!("kubectl get deploy -o custom-columns=NAME:.metadata.name,REPLICAS:.spec.replicas,DWD:'.metadata.annotations.{}'", DWD_REPLICAS.replace('.', "\\.")),
+            format!(
+                "kubectl get lease {}",
+                (0..self.0.replicas).map(|i| self.0.names.member_lease(i)).collect::<Vec<_>>().join(" ")
+            ),
+            format!(
+                "kubectl get deploy -o custom-columns=NAME:.metadata.name,REPLICAS:.spec.replicas,DWD:'.metadata.annotations.{}'",
+                DWD_REPLICAS.replace('.', "\\.")
+            ),
         ]
     }
     fn timeout(&self) -> Duration {
@@ -848,7 +905,12 @@ mod tests {
     use crate::health::{Quorum, Verdict};
 
     fn facts(members: u32, ready: u32) -> Facts {
-        Facts { quorum: Quorum::of(members, ready), verdict: Verdict::QuorumLost, backups_enabled: true, unready_members: vec![] }
+        Facts {
+            quorum: Quorum::of(members, ready),
+            verdict: Verdict::QuorumLost,
+            backups_enabled: true,
+            unready_members: vec![],
+        }
     }
 
     #[test]
@@ -863,7 +925,10 @@ mod tests {
     fn initial_cluster_is_reduced_to_the_first_member_and_the_rest_is_kept() {
         let conf = "name: etcd-main\n# Initial cluster\ninitial-cluster: etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380,etcd-main-1=https://etcd-main-1.etcd-main-peer.default.svc:2380\ninitial-cluster-state: new\n";
         let edited = first_member_only(conf, "etcd-main-0").unwrap();
-        assert_eq!(initial_cluster_members(&edited), ["etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380"]);
+        assert_eq!(
+            initial_cluster_members(&edited),
+            ["etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380"]
+        );
         assert!(edited.contains("initial-cluster-state: new") && edited.contains("# Initial cluster"));
         assert!(first_member_only(conf, "etcd-main-9").is_none());
     }
@@ -880,7 +945,10 @@ mod tests {
         assert_eq!(destructive, ["DeletePersistentVolumeClaims"]);
         let all = steps.iter().flat_map(|s| s.kubectl()).collect::<Vec<_>>().join("\n");
         assert!(all.contains("kubectl scale sts etcd-main --replicas=0"), "{all}");
-        assert!(!all.contains("etcd etcd-main --replicas") && !all.contains("patch etcd"), "never shrink the Etcd: {all}");
+        assert!(
+            !all.contains("etcd etcd-main --replicas") && !all.contains("patch etcd"),
+            "never shrink the Etcd: {all}"
+        );
         assert!(all.contains("kubectl delete lease etcd-main-0 etcd-main-1 etcd-main-2\n"), "{all}");
     }
 }

@@ -80,10 +80,7 @@ impl TaskPlan for SnapshotConfig {
             SnapshotType::Full => names.full_snapshot_lease(),
             SnapshotType::Delta => names.delta_snapshot_lease(),
         };
-        vec![
-            Box::new(RecordBaseline { lease: lease.clone() }),
-            Box::new(TriggerSnapshot { type_: self.type_, lease }),
-        ]
+        vec![Box::new(RecordBaseline { lease: lease.clone() }), Box::new(TriggerSnapshot { type_: self.type_, lease })]
     }
     fn config_json(&self) -> Value {
         json!({"type": self.type_.as_str()})
@@ -148,10 +145,17 @@ impl Step for TriggerSnapshot {
         }
     }
     fn description(&self) -> String {
-        format!("ask the leading backup sidecar for a {} snapshot and wait for lease {} to move", self.type_.as_str(), self.lease)
+        format!(
+            "ask the leading backup sidecar for a {} snapshot and wait for lease {} to move",
+            self.type_.as_str(),
+            self.lease
+        )
     }
     fn kubectl(&self) -> Vec<String> {
-        vec![format!("kubectl get --raw /api/v1/namespaces/NS/services/ETCD-client:8080/proxy/snapshot/{}", self.type_.as_str())]
+        vec![format!(
+            "kubectl get --raw /api/v1/namespaces/NS/services/ETCD-client:8080/proxy/snapshot/{}",
+            self.type_.as_str()
+        )]
     }
     fn timeout(&self) -> Duration {
         Duration::from_secs(120)
@@ -161,7 +165,8 @@ impl Step for TriggerSnapshot {
     }
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
-            let reply = post(&cx.client, &cx.etcd, &Target::Leader, &format!("snapshot/{}", self.type_.as_str())).await?;
+            let reply =
+                post(&cx.client, &cx.etcd, &Target::Leader, &format!("snapshot/{}", self.type_.as_str())).await?;
             let nothing = reply.get("message").and_then(Value::as_str).is_some_and(|m| m.contains("no changes"));
             if self.type_ == SnapshotType::Delta && nothing {
                 cx.record(NOTHING_TO_SNAPSHOT, Value::Bool(true)).await?;
@@ -195,7 +200,12 @@ mod tests {
             parse_config(Some("type: incremental")).unwrap_err().to_string(),
             "config.type: expected one of full, delta, found string \"incremental\""
         );
-        assert!(parse_config(Some("type: full\nforce: true")).unwrap_err().to_string().starts_with("config.force: unknown field"));
+        assert!(
+            parse_config(Some("type: full\nforce: true"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("config.force: unknown field")
+        );
     }
 
     #[test]

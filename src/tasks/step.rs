@@ -169,11 +169,7 @@ mod tests {
 
     #[test]
     fn api_errors_are_transient_only_when_retrying_can_help() {
-        let status = |code| {
-            kube::Error::Api(
-                kube::core::Status::failure("x", "Reason").with_code(code).boxed(),
-            )
-        };
+        let status = |code| kube::Error::Api(kube::core::Status::failure("x", "Reason").with_code(code).boxed());
         assert!(StepError::from_kube("a", status(503)).is_transient());
         assert!(StepError::from_kube("a", status(409)).is_transient());
         assert!(StepError::from_kube("a", status(429)).is_transient());

@@ -25,7 +25,9 @@ pub async fn playground(dir: &std::path::Path, members: i32) -> Playground {
 
 /// Takes a full snapshot through the sidecar (service proxy).
 pub async fn full_snapshot(pg: &Playground, ns: &str) {
-    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/full")).body(Vec::new()).unwrap();
+    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/full"))
+        .body(Vec::new())
+        .unwrap();
     pg.server().client().request_text(req).await.expect("full snapshot");
 }
 
@@ -64,7 +66,10 @@ pub struct Run {
 /// Runs the binary to completion (at most 150 s).
 pub async fn run(pg: &Playground, args: &[&str]) -> Run {
     let child = druidctl(pg, args).spawn().expect("spawn druidctl");
-    let out = tokio::time::timeout(Duration::from_secs(150), child.wait_with_output()).await.expect("druidctl finished in time").unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(150), child.wait_with_output())
+        .await
+        .expect("druidctl finished in time")
+        .unwrap();
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -79,7 +84,11 @@ pub fn events(stdout: &str) -> Vec<serde_json::Value> {
 
 /// Names of the steps a run started.
 pub fn started_steps(stdout: &str) -> Vec<String> {
-    events(stdout).iter().filter(|e| e["event"] == "stepStarted").map(|e| e["name"].as_str().unwrap().to_string()).collect()
+    events(stdout)
+        .iter()
+        .filter(|e| e["event"] == "stepStarted")
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// What a refused runbook must leave unchanged: Etcd annotations, StatefulSet replicas, no task.
@@ -96,7 +105,11 @@ pub async fn cluster_facts(pg: &Playground, ns: &str) -> Snapshot {
     let e = Api::<Etcd>::namespaced(c.clone(), ns).get("etcd-main").await.unwrap();
     let sts = Api::<StatefulSet>::namespaced(c.clone(), ns).get("etcd-main").await.unwrap();
     let tasks = Api::<EtcdOperatorTask>::namespaced(c, ns).list(&ListParams::default()).await.unwrap().items.len();
-    Snapshot { annotations: e.metadata.annotations.unwrap_or_default(), sts_replicas: sts.spec.and_then(|s| s.replicas), tasks }
+    Snapshot {
+        annotations: e.metadata.annotations.unwrap_or_default(),
+        sts_replicas: sts.spec.and_then(|s| s.replicas),
+        tasks,
+    }
 }
 
 /// Asserts the error is one line (`error: …`).

@@ -49,7 +49,11 @@ pub async fn landscape() -> ApiServer {
         .map(|i| json!({"name": format!("{ETCD}-{i}"), "id": format!("{i}"), "role": if i == 1 { "Leader" } else { "Member" }, "status": "Ready", "reason": "LeaseSucceeded", "lastTransitionTime": "2026-01-01T00:00:00Z"}))
         .collect();
     etcds
-        .patch_status(ETCD, &PatchParams::default(), &Patch::Merge(json!({"status": {"members": members, "ready": true}})))
+        .patch_status(
+            ETCD,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"members": members, "ready": true}})),
+        )
         .await
         .unwrap();
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), NS);
@@ -61,7 +65,10 @@ pub async fn landscape() -> ApiServer {
         pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
     }
     let svc = json!({"metadata": {"name": format!("{ETCD}-client"), "namespace": NS}, "spec": {"ports": [{"name": "backuprestore", "port": 8080}]}});
-    Api::<k8s_openapi::api::core::v1::Service>::namespaced(c.clone(), NS).create(&post, &serde_json::from_value(svc).unwrap()).await.unwrap();
+    Api::<k8s_openapi::api::core::v1::Service>::namespaced(c.clone(), NS)
+        .create(&post, &serde_json::from_value(svc).unwrap())
+        .await
+        .unwrap();
     server
 }
 
@@ -96,7 +103,8 @@ impl Sidecar {
                             Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body.to_string()))))
                         }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                    let _ =
+                        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
                 });
             }
         });

@@ -61,13 +61,7 @@ fn key_token(item: &Value, mk: &str) -> String {
     format!("k:{}", Value::Object(m))
 }
 
-fn collect(
-    v: &Value,
-    path: &mut FieldPath,
-    names: &mut Vec<String>,
-    field: &str,
-    out: &mut FieldSet,
-) {
+fn collect(v: &Value, path: &mut FieldPath, names: &mut Vec<String>, field: &str, out: &mut FieldSet) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             names.push(field.to_string());
@@ -120,11 +114,7 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
     for p in set {
         let mut cur = &mut root;
         for tok in p {
-            cur = cur
-                .entry(tok.clone())
-                .or_insert_with(|| json!({}))
-                .as_object_mut()
-                .unwrap();
+            cur = cur.entry(tok.clone()).or_insert_with(|| json!({})).as_object_mut().unwrap();
         }
     }
     Value::Object(root)
@@ -164,10 +154,7 @@ pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
             cur = cur.get(f)?;
         } else if let Some(k) = tok.strip_prefix("k:") {
             let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
-            cur = cur
-                .as_array()?
-                .iter()
-                .find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
+            cur = cur.as_array()?.iter().find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
         } else if let Some(v) = tok.strip_prefix("v:") {
             let want: Value = serde_json::from_str(v).ok()?;
             cur = cur.as_array()?.iter().find(|it| **it == want)?;
@@ -223,10 +210,7 @@ fn value_at_mut<'a>(obj: &'a mut Value, path: &[String]) -> Option<&'a mut Value
             cur = cur.get_mut(f)?;
         } else if let Some(k) = tok.strip_prefix("k:") {
             let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
-            cur = cur
-                .as_array_mut()?
-                .iter_mut()
-                .find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
+            cur = cur.as_array_mut()?.iter_mut().find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
         } else {
             return None;
         }
@@ -312,32 +296,12 @@ pub fn managers_of(obj: &Value) -> Vec<Manager> {
         .map(|a| {
             a.iter()
                 .map(|e| Manager {
-                    manager: e
-                        .get("manager")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .into(),
-                    operation: e
-                        .get("operation")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or("Update")
-                        .into(),
-                    api_version: e
-                        .get("apiVersion")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .into(),
-                    subresource: e
-                        .get("subresource")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .into(),
+                    manager: e.get("manager").and_then(|v| v.as_str()).unwrap_or_default().into(),
+                    operation: e.get("operation").and_then(|v| v.as_str()).unwrap_or("Update").into(),
+                    api_version: e.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default().into(),
+                    subresource: e.get("subresource").and_then(|v| v.as_str()).unwrap_or_default().into(),
                     fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
-                    time: e
-                        .get("time")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .into(),
+                    time: e.get("time").and_then(|v| v.as_str()).unwrap_or_default().into(),
                 })
                 .collect()
         })
@@ -380,17 +344,12 @@ pub fn record_update(
 ) {
     let status = subresource == "status";
     let new_fields = if status {
-        fields_of(
-            &json!({"status": new.get("status").cloned().unwrap_or(Value::Null)}),
-            true,
-        )
+        fields_of(&json!({"status": new.get("status").cloned().unwrap_or(Value::Null)}), true)
     } else {
         fields_of(new, false)
     };
-    let changed: FieldSet = new_fields
-        .into_iter()
-        .filter(|p| old.is_none_or(|o| value_at(o, p) != value_at(new, p)))
-        .collect();
+    let changed: FieldSet =
+        new_fields.into_iter().filter(|p| old.is_none_or(|o| value_at(o, p) != value_at(new, p))).collect();
     let mut managers = managers_of(old.unwrap_or(&Value::Null));
     if changed.is_empty() {
         set_managers(new, &managers);
@@ -399,9 +358,7 @@ pub fn record_update(
     for m in managers.iter_mut() {
         m.fields.retain(|p| !changed.contains(p));
     }
-    match managers
-        .iter_mut()
-        .find(|m| m.manager == manager && m.operation == "Update" && m.subresource == subresource)
+    match managers.iter_mut().find(|m| m.manager == manager && m.operation == "Update" && m.subresource == subresource)
     {
         Some(m) => {
             m.fields.extend(changed);
@@ -461,9 +418,7 @@ pub fn apply(
     subresource: &str,
 ) -> Result<Value, Vec<Conflict>> {
     let new_set = fields_of(applied, subresource == "status");
-    let mine = |m: &Manager| {
-        m.manager == manager && m.operation == "Apply" && m.subresource == subresource
-    };
+    let mine = |m: &Manager| m.manager == manager && m.operation == "Apply" && m.subresource == subresource;
     let mut managers = managers_of(current.unwrap_or(&Value::Null));
     let base = current.cloned().unwrap_or_else(|| json!({}));
     let mut conflicts = Vec::new();
@@ -490,22 +445,13 @@ pub fn apply(
     let mut obj = base;
     // Fields this manager applied before and no longer applies are removed unless someone else owns them.
     if let Some(prev) = managers.iter().find(|m| mine(m)) {
-        let others: FieldSet = managers
-            .iter()
-            .filter(|m| !mine(m))
-            .flat_map(|m| m.fields.iter().cloned())
-            .collect();
-        let mut gone: Vec<&FieldPath> = prev
-            .fields
-            .iter()
-            .filter(|p| !new_set.contains(*p) && !others.contains(*p))
-            .collect();
+        let others: FieldSet = managers.iter().filter(|m| !mine(m)).flat_map(|m| m.fields.iter().cloned()).collect();
+        let mut gone: Vec<&FieldPath> =
+            prev.fields.iter().filter(|p| !new_set.contains(*p) && !others.contains(*p)).collect();
         gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
         for p in gone {
             let elem_owned_elsewhere = p.last().is_some_and(|l| l == ".")
-                && others
-                    .iter()
-                    .any(|o| o.len() > p.len() - 1 && o[..p.len() - 1] == p[..p.len() - 1]);
+                && others.iter().any(|o| o.len() > p.len() - 1 && o[..p.len() - 1] == p[..p.len() - 1]);
             if !elem_owned_elsewhere {
                 remove_at(&mut obj, p);
             }
@@ -540,7 +486,8 @@ mod tests {
     fn apply_removes_fields_dropped_from_config_and_detects_conflicts() {
         let cfg1 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1","b":"2"}},"data":{"x":"1","y":"2"}});
         let o1 = apply(None, &cfg1, "mgr", "v1", false, "t", "").unwrap();
-        let cfg2 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1"}},"data":{"x":"1"}});
+        let cfg2 =
+            json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1"}},"data":{"x":"1"}});
         let o2 = apply(Some(&o1), &cfg2, "mgr", "v1", false, "t", "").unwrap();
         assert_eq!(o2["data"], json!({"x":"1"}));
         assert_eq!(o2["metadata"]["labels"], json!({"a":"1"}));
@@ -556,10 +503,7 @@ mod tests {
         let o = json!({"spec":{"template":{"spec":{"containers":[{"name":"etcd","image":"x"}]}}}});
         let s = fields_of(&o, false);
         let v = to_fields_v1(&s);
-        assert!(
-            v.pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"etcd\"}/f:image")
-                .is_some()
-        );
+        assert!(v.pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"etcd\"}/f:image").is_some());
         assert_eq!(from_fields_v1(&v), s);
     }
 }

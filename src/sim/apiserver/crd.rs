@@ -14,42 +14,21 @@ use super::{ApiServer, ApiServerError};
 
 /// The CRDs shipped in `src/sim/crds`, compiled in.
 pub const UPSTREAM_CRDS: &[(&str, &str)] = &[
-    (
-        "cert-manager.io_certificaterequests.yaml",
-        include_str!("../crds/cert-manager.io_certificaterequests.yaml"),
-    ),
-    (
-        "cert-manager.io_certificates.yaml",
-        include_str!("../crds/cert-manager.io_certificates.yaml"),
-    ),
+    ("cert-manager.io_certificaterequests.yaml", include_str!("../crds/cert-manager.io_certificaterequests.yaml")),
+    ("cert-manager.io_certificates.yaml", include_str!("../crds/cert-manager.io_certificates.yaml")),
     (
         "druid.gardener.cloud_etcdcopybackupstasks.yaml",
         include_str!("../crds/druid.gardener.cloud_etcdcopybackupstasks.yaml"),
     ),
-    (
-        "druid.gardener.cloud_etcdopstasks.yaml",
-        include_str!("../crds/druid.gardener.cloud_etcdopstasks.yaml"),
-    ),
-    (
-        "druid.gardener.cloud_etcds.yaml",
-        include_str!("../crds/druid.gardener.cloud_etcds.yaml"),
-    ),
-    (
-        "machine.sapcloud.io_machineclasses.yaml",
-        include_str!("../crds/machine.sapcloud.io_machineclasses.yaml"),
-    ),
+    ("druid.gardener.cloud_etcdopstasks.yaml", include_str!("../crds/druid.gardener.cloud_etcdopstasks.yaml")),
+    ("druid.gardener.cloud_etcds.yaml", include_str!("../crds/druid.gardener.cloud_etcds.yaml")),
+    ("machine.sapcloud.io_machineclasses.yaml", include_str!("../crds/machine.sapcloud.io_machineclasses.yaml")),
     (
         "machine.sapcloud.io_machinedeployments.yaml",
         include_str!("../crds/machine.sapcloud.io_machinedeployments.yaml"),
     ),
-    (
-        "machine.sapcloud.io_machines.yaml",
-        include_str!("../crds/machine.sapcloud.io_machines.yaml"),
-    ),
-    (
-        "machine.sapcloud.io_machinesets.yaml",
-        include_str!("../crds/machine.sapcloud.io_machinesets.yaml"),
-    ),
+    ("machine.sapcloud.io_machines.yaml", include_str!("../crds/machine.sapcloud.io_machines.yaml")),
+    ("machine.sapcloud.io_machinesets.yaml", include_str!("../crds/machine.sapcloud.io_machinesets.yaml")),
 ];
 
 /// Splits a multi-document YAML string into JSON values (empty documents skipped).
@@ -67,13 +46,10 @@ pub fn parse_documents(yaml: &str) -> Result<Vec<Value>, ApiServerError> {
     }
     docs.push(cur);
     for d in docs {
-        if d.lines()
-            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
-        {
+        if d.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
             continue;
         }
-        let v: Value =
-            serde_saphyr::from_str(&d).map_err(|e| ApiServerError::Yaml(e.to_string()))?;
+        let v: Value = serde_saphyr::from_str(&d).map_err(|e| ApiServerError::Yaml(e.to_string()))?;
         if !v.is_null() {
             out.push(v);
         }
@@ -87,44 +63,19 @@ pub fn register_yaml(server: &ApiServer, yaml: &str) -> Result<(), ApiServerErro
         if doc.get("kind").and_then(|k| k.as_str()) != Some("CustomResourceDefinition") {
             continue;
         }
-        let name = doc
-            .pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default()
-            .to_string();
-        let existing = server.get_object(
-            "apiextensions.k8s.io/v1",
-            "customresourcedefinitions",
-            None,
-            &name,
-        );
+        let name = doc.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+        let existing = server.get_object("apiextensions.k8s.io/v1", "customresourcedefinitions", None, &name);
         let res = match existing {
-            None => server
-                .create_internal(
-                    "apiextensions.k8s.io",
-                    "customresourcedefinitions",
-                    None,
-                    doc,
-                )
-                .map(|_| ()),
+            None => server.create_internal("apiextensions.k8s.io", "customresourcedefinitions", None, doc).map(|_| ()),
             Some(cur) => server
-                .with_system_ctx(
-                    "apiextensions.k8s.io",
-                    "customresourcedefinitions",
-                    None,
-                    |ctx| {
-                        let mut d = doc.clone();
-                        d["metadata"]["resourceVersion"] =
-                            cur["metadata"]["resourceVersion"].clone();
-                        update(ctx, &name, Mutation::Replace(d), None).map(|_| ())
-                    },
-                )
+                .with_system_ctx("apiextensions.k8s.io", "customresourcedefinitions", None, |ctx| {
+                    let mut d = doc.clone();
+                    d["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+                    update(ctx, &name, Mutation::Replace(d), None).map(|_| ())
+                })
                 .unwrap_or(Ok(())),
         };
-        res.map_err(|e| ApiServerError::CrdRejected {
-            name: name.clone(),
-            message: e.message,
-        })?;
+        res.map_err(|e| ApiServerError::CrdRejected { name: name.clone(), message: e.message })?;
     }
     Ok(())
 }
@@ -151,15 +102,10 @@ fn version_rank(v: &str) -> (u8, i64, i64) {
 /// Validates a CRD object and fills its status (NamesAccepted, Established, storedVersions).
 pub fn prepare_crd(obj: &mut Value) -> Result<(), String> {
     let rt = resource_type(obj)?;
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default();
+    let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
     let want = format!("{}.{}", rt.plural, rt.group);
     if name != want {
-        return Err(format!(
-            "Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
-        ));
+        return Err(format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"));
     }
     let storage: Vec<String> = obj
         .pointer("/spec/versions")
@@ -172,9 +118,7 @@ pub fn prepare_crd(obj: &mut Value) -> Result<(), String> {
         })
         .unwrap_or_default();
     if storage.len() != 1 {
-        return Err(
-            "Invalid value: must have exactly one version marked as storage version".into(),
-        );
+        return Err("Invalid value: must have exactly one version marked as storage version".into());
     }
     let ts = now();
     let names = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
@@ -194,52 +138,27 @@ pub fn prepare_crd(obj: &mut Value) -> Result<(), String> {
 
 /// Builds the served resource type of a CRD object.
 pub fn resource_type(crd: &Value) -> Result<ResourceType, String> {
-    let s = |p: &str| {
-        crd.pointer(p)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
+    let s = |p: &str| crd.pointer(p).and_then(|v| v.as_str()).unwrap_or_default().to_string();
     let group = s("/spec/group");
     let plural = s("/spec/names/plural");
     let kind = s("/spec/names/kind");
     if group.is_empty() || plural.is_empty() || kind.is_empty() {
-        return Err(
-            "Required value: spec.group, spec.names.plural and spec.names.kind are required".into(),
-        );
+        return Err("Required value: spec.group, spec.names.plural and spec.names.kind are required".into());
     }
-    let versions = crd
-        .pointer("/spec/versions")
-        .and_then(|v| v.as_array())
-        .cloned()
-        .unwrap_or_default();
-    let mut served: Vec<&Value> = versions
-        .iter()
-        .filter(|v| v.get("served").and_then(|s| s.as_bool()) != Some(false))
-        .collect();
+    let versions = crd.pointer("/spec/versions").and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let mut served: Vec<&Value> =
+        versions.iter().filter(|v| v.get("served").and_then(|s| s.as_bool()) != Some(false)).collect();
     if served.is_empty() {
         return Err("Required value: at least one served version".into());
     }
-    served.sort_by_key(|v| {
-        std::cmp::Reverse(version_rank(
-            v.get("name").and_then(|n| n.as_str()).unwrap_or_default(),
-        ))
-    });
+    served.sort_by_key(|v| std::cmp::Reverse(version_rank(v.get("name").and_then(|n| n.as_str()).unwrap_or_default())));
     let pref = served[0];
     let mut validators = BTreeMap::new();
     for v in &served {
-        let vname = v
-            .get("name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default()
-            .to_string();
+        let vname = v.get("name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
         if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
-            let val = CrdValidator::new(schema).map_err(|errs| {
-                errs.iter()
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            })?;
+            let val = CrdValidator::new(schema)
+                .map_err(|errs| errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))?;
             validators.insert(vname, Arc::new(val));
         }
     }
@@ -249,32 +168,12 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, String> {
         .map(|a| {
             a.iter()
                 .map(|c| PrinterColumn {
-                    name: c
-                        .get("name")
-                        .and_then(|x| x.as_str())
-                        .unwrap_or_default()
-                        .into(),
-                    type_: c
-                        .get("type")
-                        .and_then(|x| x.as_str())
-                        .unwrap_or("string")
-                        .into(),
-                    format: c
-                        .get("format")
-                        .and_then(|x| x.as_str())
-                        .unwrap_or_default()
-                        .into(),
-                    description: c
-                        .get("description")
-                        .and_then(|x| x.as_str())
-                        .unwrap_or_default()
-                        .into(),
+                    name: c.get("name").and_then(|x| x.as_str()).unwrap_or_default().into(),
+                    type_: c.get("type").and_then(|x| x.as_str()).unwrap_or("string").into(),
+                    format: c.get("format").and_then(|x| x.as_str()).unwrap_or_default().into(),
+                    description: c.get("description").and_then(|x| x.as_str()).unwrap_or_default().into(),
                     priority: c.get("priority").and_then(|x| x.as_i64()).unwrap_or(0),
-                    json_path: c
-                        .get("jsonPath")
-                        .and_then(|x| x.as_str())
-                        .unwrap_or_default()
-                        .into(),
+                    json_path: c.get("jsonPath").and_then(|x| x.as_str()).unwrap_or_default().into(),
                 })
                 .collect()
         })
@@ -292,11 +191,7 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, String> {
     let strs = |p: &str| -> Vec<String> {
         crd.pointer(p)
             .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
             .unwrap_or_default()
     };
     let singular = match s("/spec/names/singular") {
@@ -309,10 +204,7 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, String> {
     };
     Ok(ResourceType {
         group,
-        versions: served
-            .iter()
-            .filter_map(|v| v.get("name").and_then(|n| n.as_str()).map(String::from))
-            .collect(),
+        versions: served.iter().filter_map(|v| v.get("name").and_then(|n| n.as_str()).map(String::from)).collect(),
         plural,
         singular,
         kind,
@@ -322,20 +214,9 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, String> {
         categories: strs("/spec/names/categories"),
         status: pref.pointer("/subresources/status").is_some(),
         scale: pref.pointer("/subresources/scale").map(|sc| ScalePaths {
-            spec_replicas: sc
-                .get("specReplicasPath")
-                .and_then(|x| x.as_str())
-                .unwrap_or(".spec.replicas")
-                .into(),
-            status_replicas: sc
-                .get("statusReplicasPath")
-                .and_then(|x| x.as_str())
-                .unwrap_or(".status.replicas")
-                .into(),
-            label_selector: sc
-                .get("labelSelectorPath")
-                .and_then(|x| x.as_str())
-                .map(String::from),
+            spec_replicas: sc.get("specReplicasPath").and_then(|x| x.as_str()).unwrap_or(".spec.replicas").into(),
+            status_replicas: sc.get("statusReplicasPath").and_then(|x| x.as_str()).unwrap_or(".status.replicas").into(),
+            label_selector: sc.get("labelSelectorPath").and_then(|x| x.as_str()).map(String::from),
         }),
         columns,
         validators,
@@ -359,8 +240,7 @@ pub fn after_write(server: &ApiServer, rt: &ResourceType, stored: &Value) {
     }
     if let Ok(t) = resource_type(stored) {
         let mut st = server.inner.state.lock().unwrap();
-        st.types
-            .insert((t.group.clone(), t.plural.clone()), Arc::new(t));
+        st.types.insert((t.group.clone(), t.plural.clone()), Arc::new(t));
     }
 }
 

@@ -37,12 +37,7 @@ fn group_rank(g: &str) -> usize {
 /// `/version`.
 pub fn version(server: &ApiServer) -> Value {
     let gv = &server.inner.opts.git_version;
-    let minor = gv
-        .trim_start_matches('v')
-        .split('.')
-        .nth(1)
-        .unwrap_or("33")
-        .to_string();
+    let minor = gv.trim_start_matches('v').split('.').nth(1).unwrap_or("33").to_string();
     json!({"major": "1", "minor": minor, "emulationMajor": "1", "emulationMinor": minor, "minCompatibilityMajor": "1", "minCompatibilityMinor": minor,
         "gitVersion": gv, "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
         "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc", "platform": "linux/amd64"})
@@ -80,19 +75,13 @@ fn groups(server: &ApiServer) -> Vec<(String, Vec<String>)> {
 }
 
 fn group_json(g: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> = versions
-        .iter()
-        .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
-        .collect();
+    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v})).collect();
     json!({"name": g, "versions": vs, "preferredVersion": vs[0]})
 }
 
 /// `/apis`.
 pub fn group_list(server: &ApiServer) -> Value {
-    let gs: Vec<Value> = groups(server)
-        .iter()
-        .map(|(g, v)| group_json(g, v))
-        .collect();
+    let gs: Vec<Value> = groups(server).iter().map(|(g, v)| group_json(g, v)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})
 }
 
@@ -114,12 +103,8 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
     if !t.categories.is_empty() {
         main["categories"] = json!(t.categories);
     }
-    main["storageVersionHash"] = json!(
-        format!("{:x}", fxhash(&format!("{}/{}", t.group, t.plural)))
-            .chars()
-            .take(11)
-            .collect::<String>()
-    );
+    main["storageVersionHash"] =
+        json!(format!("{:x}", fxhash(&format!("{}/{}", t.group, t.plural))).chars().take(11).collect::<String>());
     let mut out = vec![main];
     if t.status {
         out.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
@@ -143,34 +128,22 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
 }
 
 fn fxhash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100000001b3)
-    })
+    s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`.
 pub fn resource_list(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
-    let ts: Vec<Arc<ResourceType>> = types(server)
-        .into_iter()
-        .filter(|t| t.group == g && t.versions.iter().any(|x| x == v))
-        .collect();
-    let gv = if g.is_empty() {
-        v.to_string()
-    } else {
-        format!("{g}/{v}")
-    };
+    let ts: Vec<Arc<ResourceType>> =
+        types(server).into_iter().filter(|t| t.group == g && t.versions.iter().any(|x| x == v)).collect();
+    let gv = if g.is_empty() { v.to_string() } else { format!("{g}/{v}") };
     if ts.is_empty() {
         if g == "autoscaling" && v == "v1" {
-            return Some(
-                json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": []}),
-            );
+            return Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": []}));
         }
         return None;
     }
     let resources: Vec<Value> = ts.iter().flat_map(|t| resource_entries(t)).collect();
-    Some(
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
-    )
+    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
 }
 
 fn aggregated_resource(t: &ResourceType) -> Value {
@@ -201,11 +174,8 @@ fn aggregated_resource(t: &ResourceType) -> Value {
 pub fn aggregated(server: &ApiServer, core: bool) -> Value {
     let ts = types(server);
     let mut items = Vec::new();
-    let group_names: Vec<(String, Vec<String>)> = if core {
-        vec![("".into(), vec!["v1".into()])]
-    } else {
-        groups(server)
-    };
+    let group_names: Vec<(String, Vec<String>)> =
+        if core { vec![("".into(), vec!["v1".into()])] } else { groups(server) };
     for (g, versions) in group_names {
         let vs: Vec<Value> = versions
             .iter()
@@ -238,12 +208,11 @@ pub fn openapi_v3_root(server: &ApiServer) -> Value {
     }
     let rv = server.resource_version();
     for (g, v) in gvs {
-        let p = if g.is_empty() {
-            format!("api/{v}")
-        } else {
-            format!("apis/{g}/{v}")
-        };
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={:016X}", fxhash(&format!("{p}{rv}")))}));
+        let p = if g.is_empty() { format!("api/{v}") } else { format!("apis/{g}/{v}") };
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={:016X}", fxhash(&format!("{p}{rv}")))}),
+        );
     }
     json!({"paths": paths})
 }
@@ -253,18 +222,12 @@ pub fn openapi_v3_root(server: &ApiServer) -> Value {
 /// validation instead of downloading schemas. It carries no schemas (kubectl then falls back to its
 /// compiled-in strategic-merge metadata for built-in kinds and to JSON merge patch for custom resources).
 pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
-    let ts: Vec<Arc<ResourceType>> = types(server)
-        .into_iter()
-        .filter(|t| t.group == g && t.versions.iter().any(|x| x == v))
-        .collect();
+    let ts: Vec<Arc<ResourceType>> =
+        types(server).into_iter().filter(|t| t.group == g && t.versions.iter().any(|x| x == v)).collect();
     if ts.is_empty() {
         return None;
     }
-    let prefix = if g.is_empty() {
-        format!("/api/{v}")
-    } else {
-        format!("/apis/{g}/{v}")
-    };
+    let prefix = if g.is_empty() { format!("/api/{v}") } else { format!("/apis/{g}/{v}") };
     let mut paths = serde_json::Map::new();
     for t in ts {
         let p = if t.namespaced {

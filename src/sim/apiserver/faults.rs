@@ -37,13 +37,7 @@ pub struct FaultRule {
 impl FaultRule {
     /// An error answer with `code` for requests matching verb/resource, always.
     pub fn error(verb: &str, resource: &str, code: u16) -> Self {
-        FaultRule {
-            verb: verb.into(),
-            resource: resource.into(),
-            code,
-            rate: 1.0,
-            ..Default::default()
-        }
+        FaultRule { verb: verb.into(), resource: resource.into(), code, rate: 1.0, ..Default::default() }
     }
     /// Only the Nth matching request fails.
     pub fn on_nth(mut self, n: u64) -> Self {
@@ -117,9 +111,7 @@ impl FaultInjector {
         let mut d = Decision::default();
         let mut rules = self.rules.lock().unwrap();
         for r in rules.iter_mut() {
-            if (!r.verb.is_empty() && r.verb != verb)
-                || (!r.resource.is_empty() && r.resource != resource)
-            {
+            if (!r.verb.is_empty() && r.verb != verb) || (!r.resource.is_empty() && r.resource != resource) {
                 continue;
             }
             if r.times > 0 && r.fired >= r.times {
@@ -130,39 +122,22 @@ impl FaultInjector {
             if r.code == 0 || d.error.is_some() {
                 continue;
             }
-            let fire = if r.nth > 0 {
-                r.seen == r.nth
-            } else {
-                r.rate >= 1.0 || rand::random::<f64>() < r.rate
-            };
+            let fire = if r.nth > 0 { r.seen == r.nth } else { r.rate >= 1.0 || rand::random::<f64>() < r.rate };
             if fire {
                 r.fired += 1;
                 let mut e = match r.code {
-                    429 => ApiError::new(
-                        429,
-                        "TooManyRequests",
-                        "Too many requests, please try again later.",
-                    ),
-                    503 => ApiError::new(
-                        503,
-                        "ServiceUnavailable",
-                        "the server is currently unable to handle the request",
-                    ),
+                    429 => ApiError::new(429, "TooManyRequests", "Too many requests, please try again later."),
+                    503 => {
+                        ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request")
+                    }
                     504 => ApiError::new(
                         504,
                         "Timeout",
                         "the server was unable to return a response in the time allotted, but may still be processing the request",
                     ),
-                    c => ApiError {
-                        code: c,
-                        ..ApiError::internal("injected fault")
-                    },
+                    c => ApiError { code: c, ..ApiError::internal("injected fault") },
                 };
-                e.retry_after = r.retry_after.or(if matches!(r.code, 429 | 503) {
-                    Some(1)
-                } else {
-                    None
-                });
+                e.retry_after = r.retry_after.or(if matches!(r.code, 429 | 503) { Some(1) } else { None });
                 d.error = Some(e);
             }
         }

@@ -12,38 +12,19 @@ use super::ApiServer;
 use super::rest::{DeleteOpts, Mutation, delete, finalizers, update};
 
 enum Action {
-    Delete {
-        group: String,
-        plural: String,
-        ns: String,
-        name: String,
-        policy: Option<String>,
-    },
-    Replace {
-        group: String,
-        plural: String,
-        ns: String,
-        name: String,
-        obj: Value,
-    },
+    Delete { group: String, plural: String, ns: String, name: String, policy: Option<String> },
+    Replace { group: String, plural: String, ns: String, name: String, obj: Value },
 }
 
 fn owner_uids(o: &Value) -> Vec<String> {
     o.pointer("/metadata/ownerReferences")
         .and_then(|r| r.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|r| r.get("uid").and_then(|u| u.as_str()).map(String::from))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|r| r.get("uid").and_then(|u| u.as_str()).map(String::from)).collect())
         .unwrap_or_default()
 }
 
 fn meta<'a>(o: &'a Value, f: &str) -> &'a str {
-    o.get("metadata")
-        .and_then(|m| m.get(f))
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
+    o.get("metadata").and_then(|m| m.get(f)).and_then(|v| v.as_str()).unwrap_or_default()
 }
 
 fn plan(server: &ApiServer) -> Vec<Action> {
@@ -59,12 +40,7 @@ fn plan(server: &ApiServer) -> Vec<Action> {
     let mut actions = Vec::new();
     let deleting = |o: &Value| o.pointer("/metadata/deletionTimestamp").is_some();
     let key = |g: &str, p: &str, o: &Value| {
-        (
-            g.to_string(),
-            p.to_string(),
-            meta(o, "namespace").to_string(),
-            meta(o, "name").to_string(),
-        )
+        (g.to_string(), p.to_string(), meta(o, "namespace").to_string(), meta(o, "name").to_string())
     };
     // Owners being deleted in foreground / orphan mode.
     let mut fg: HashSet<&str> = HashSet::new();
@@ -74,56 +50,29 @@ fn plan(server: &ApiServer) -> Vec<Action> {
         }
         let fins = finalizers(o);
         let uid = meta(o, "uid");
-        let dependents: Vec<&(String, String, Arc<Value>)> = all
-            .iter()
-            .filter(|(_, _, d)| owner_uids(d).iter().any(|u| u == uid))
-            .collect();
+        let dependents: Vec<&(String, String, Arc<Value>)> =
+            all.iter().filter(|(_, _, d)| owner_uids(d).iter().any(|u| u == uid)).collect();
         if fins.iter().any(|f| f == "orphan") {
             for (dg, dp, d) in &dependents {
                 let mut nd = (**d).clone();
-                if let Some(refs) = nd
-                    .pointer_mut("/metadata/ownerReferences")
-                    .and_then(|r| r.as_array_mut())
-                {
+                if let Some(refs) = nd.pointer_mut("/metadata/ownerReferences").and_then(|r| r.as_array_mut()) {
                     refs.retain(|r| r.get("uid").and_then(|u| u.as_str()) != Some(uid));
                 }
                 let (g2, p2, ns, name) = key(dg, dp, d);
-                actions.push(Action::Replace {
-                    group: g2,
-                    plural: p2,
-                    ns,
-                    name,
-                    obj: nd,
-                });
+                actions.push(Action::Replace { group: g2, plural: p2, ns, name, obj: nd });
             }
             let mut no = (**o).clone();
-            no["metadata"]["finalizers"] =
-                json!(fins.iter().filter(|f| *f != "orphan").collect::<Vec<_>>());
+            no["metadata"]["finalizers"] = json!(fins.iter().filter(|f| *f != "orphan").collect::<Vec<_>>());
             let (g2, p2, ns, name) = key(g, p, o);
-            actions.push(Action::Replace {
-                group: g2,
-                plural: p2,
-                ns,
-                name,
-                obj: no,
-            });
+            actions.push(Action::Replace { group: g2, plural: p2, ns, name, obj: no });
         } else if fins.iter().any(|f| f == "foregroundDeletion") {
             fg.insert(uid);
             if dependents.is_empty() {
                 let mut no = (**o).clone();
-                no["metadata"]["finalizers"] = json!(
-                    fins.iter()
-                        .filter(|f| *f != "foregroundDeletion")
-                        .collect::<Vec<_>>()
-                );
+                no["metadata"]["finalizers"] =
+                    json!(fins.iter().filter(|f| *f != "foregroundDeletion").collect::<Vec<_>>());
                 let (g2, p2, ns, name) = key(g, p, o);
-                actions.push(Action::Replace {
-                    group: g2,
-                    plural: p2,
-                    ns,
-                    name,
-                    obj: no,
-                });
+                actions.push(Action::Replace { group: g2, plural: p2, ns, name, obj: no });
             } else {
                 for (dg, dp, d) in dependents {
                     if !deleting(d) {
@@ -144,16 +93,12 @@ fn plan(server: &ApiServer) -> Vec<Action> {
             let content: Vec<&(String, String, Arc<Value>)> = all
                 .iter()
                 .filter(|(_, _, d)| {
-                    meta(d, "namespace") == ns
-                        && d.get("kind").and_then(|k| k.as_str()) != Some("Namespace")
+                    meta(d, "namespace") == ns && d.get("kind").and_then(|k| k.as_str()) != Some("Namespace")
                 })
                 .collect();
             if content.is_empty() {
                 let mut no = (**o).clone();
-                if let Some(sf) = no
-                    .pointer_mut("/spec/finalizers")
-                    .and_then(|f| f.as_array_mut())
-                {
+                if let Some(sf) = no.pointer_mut("/spec/finalizers").and_then(|f| f.as_array_mut()) {
                     sf.retain(|f| f != "kubernetes");
                 }
                 if no != **o {
@@ -169,13 +114,7 @@ fn plan(server: &ApiServer) -> Vec<Action> {
                 for (dg, dp, d) in content {
                     if !deleting(d) {
                         let (g2, p2, ns2, name) = key(dg, dp, d);
-                        actions.push(Action::Delete {
-                            group: g2,
-                            plural: p2,
-                            ns: ns2,
-                            name,
-                            policy: None,
-                        });
+                        actions.push(Action::Delete { group: g2, plural: p2, ns: ns2, name, policy: None });
                     }
                 }
             }
@@ -189,13 +128,7 @@ fn plan(server: &ApiServer) -> Vec<Action> {
         }
         if owners.iter().all(|u| !uids.contains(u.as_str())) {
             let (g2, p2, ns, name) = key(g, p, o);
-            actions.push(Action::Delete {
-                group: g2,
-                plural: p2,
-                ns,
-                name,
-                policy: None,
-            });
+            actions.push(Action::Delete { group: g2, plural: p2, ns, name, policy: None });
         }
     }
     actions
@@ -213,32 +146,13 @@ pub fn after_delete(server: &ApiServer) {
         rounds += 1;
         for a in plan(server) {
             match a {
-                Action::Delete {
-                    group,
-                    plural,
-                    ns,
-                    name,
-                    policy,
-                } => {
+                Action::Delete { group, plural, ns, name, policy } => {
                     let nsopt = (!ns.is_empty()).then_some(ns.as_str());
                     server.with_system_ctx(&group, &plural, nsopt, |ctx| {
-                        let _ = delete(
-                            ctx,
-                            &name,
-                            &DeleteOpts {
-                                propagation: policy,
-                                ..Default::default()
-                            },
-                        );
+                        let _ = delete(ctx, &name, &DeleteOpts { propagation: policy, ..Default::default() });
                     });
                 }
-                Action::Replace {
-                    group,
-                    plural,
-                    ns,
-                    name,
-                    obj,
-                } => {
+                Action::Replace { group, plural, ns, name, obj } => {
                     let nsopt = (!ns.is_empty()).then_some(ns.as_str());
                     server.with_system_ctx(&group, &plural, nsopt, |ctx| {
                         let mut obj = obj;

@@ -219,7 +219,10 @@ impl ApiServer {
         } else {
             format!("{}-{}", name.replace(|c: char| !c.is_ascii_alphanumeric(), "-"), uuid::Uuid::new_v4().simple())
         };
-        users.insert(token.clone(), UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect() });
+        users.insert(
+            token.clone(),
+            UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect() },
+        );
         token
     }
 
@@ -311,11 +314,7 @@ impl ApiServer {
 
     /// Makes `/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/...` forward to `target`.
     pub fn register_service_backend(&self, namespace: &str, service: &str, port: u16, target: SocketAddr) {
-        self.inner
-            .backends
-            .write()
-            .unwrap()
-            .insert((namespace.into(), service.into(), port.to_string()), target);
+        self.inner.backends.write().unwrap().insert((namespace.into(), service.into(), port.to_string()), target);
     }
 
     /// Makes `/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/...` forward to `target` (replaces any earlier one).
@@ -329,7 +328,13 @@ impl ApiServer {
     }
 
     /// Reads an object straight from the store (no RBAC, no request log). `kind_plural` is the resource.
-    pub fn get_object(&self, api_version: &str, kind_plural: &str, namespace: Option<&str>, name: &str) -> Option<serde_json::Value> {
+    pub fn get_object(
+        &self,
+        api_version: &str,
+        kind_plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<serde_json::Value> {
         let (group, version) = match api_version.split_once('/') {
             Some((g, v)) => (g, v),
             None => ("", api_version),

@@ -6,16 +6,10 @@ use serde_json::{Map, Value};
 /// Merge key of a list field for strategic merge / server-side apply, by field name and parent path.
 /// Returns `Some(None)` for a merged list of primitives (set semantics), `None` for atomic lists.
 pub fn list_merge_key(path: &[String], field: &str) -> Option<Option<&'static str>> {
-    let in_container = path
-        .iter()
-        .any(|p| p == "containers" || p == "initContainers" || p == "ephemeralContainers");
+    let in_container = path.iter().any(|p| p == "containers" || p == "initContainers" || p == "ephemeralContainers");
     let parent = path.last().map(String::as_str).unwrap_or("");
     Some(Some(match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "imagePullSecrets" => "name",
+        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "imagePullSecrets" => "name",
         "env" if in_container => "name",
         "ports" if in_container => "containerPort",
         "ports" if parent == "spec" => "port",
@@ -53,10 +47,7 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
     // $retainKeys: drop keys not listed.
     if let Some(keep) = pobj.get("$retainKeys").and_then(|k| k.as_array()) {
         let keep: Vec<&str> = keep.iter().filter_map(|k| k.as_str()).collect();
-        target
-            .as_object_mut()
-            .unwrap()
-            .retain(|k, _| keep.contains(&k.as_str()));
+        target.as_object_mut().unwrap().retain(|k, _| keep.contains(&k.as_str()));
     }
     for (k, pv) in pobj {
         if k == "$retainKeys" || k == "$patch" {
@@ -67,10 +58,7 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
             continue;
         }
         if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
-            if let (Some(list), Some(del)) = (
-                target.get_mut(field).and_then(|l| l.as_array_mut()),
-                pv.as_array(),
-            ) {
+            if let (Some(list), Some(del)) = (target.get_mut(field).and_then(|l| l.as_array_mut()), pv.as_array()) {
                 list.retain(|x| !del.contains(x));
             }
             continue;
@@ -98,11 +86,7 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
                     *cur = Value::Array(vec![]);
                 }
                 match key {
-                    None => {
-                        *cur = Value::Array(
-                            items.iter().filter(|i| !is_directive(i)).cloned().collect(),
-                        )
-                    }
+                    None => *cur = Value::Array(items.iter().filter(|i| !is_directive(i)).cloned().collect()),
                     Some(None) => {
                         let arr = cur.as_array_mut().unwrap();
                         for it in items {
@@ -112,22 +96,15 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
                         }
                     }
                     Some(Some(mk)) => {
-                        if items
-                            .iter()
-                            .any(|i| i.get("$patch").and_then(|p| p.as_str()) == Some("replace"))
-                        {
-                            *cur = Value::Array(
-                                items.iter().filter(|i| !is_directive(i)).cloned().collect(),
-                            );
+                        if items.iter().any(|i| i.get("$patch").and_then(|p| p.as_str()) == Some("replace")) {
+                            *cur = Value::Array(items.iter().filter(|i| !is_directive(i)).cloned().collect());
                             continue;
                         }
                         path.push(k.clone());
                         let arr = cur.as_array_mut().unwrap();
                         for it in items {
                             let kv = it.get(mk).cloned().unwrap_or(Value::Null);
-                            let pos = arr
-                                .iter()
-                                .position(|x| x.get(mk) == Some(&kv) && !kv.is_null());
+                            let pos = arr.iter().position(|x| x.get(mk) == Some(&kv) && !kv.is_null());
                             if it.get("$patch").and_then(|p| p.as_str()) == Some("delete") {
                                 if let Some(p) = pos {
                                     arr.remove(p);
@@ -156,8 +133,7 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
 }
 
 fn is_directive(v: &Value) -> bool {
-    v.as_object()
-        .is_some_and(|o| o.keys().all(|k| k.starts_with('$')))
+    v.as_object().is_some_and(|o| o.keys().all(|k| k.starts_with('$')))
 }
 
 /// RFC 7386 merge patch.

@@ -32,29 +32,18 @@ const RESOURCE_ATTRS: &[(u32, F)] = &[
     (7, F::Str("name")),
 ];
 const NON_RESOURCE_ATTRS: &[(u32, F)] = &[(1, F::Str("path")), (2, F::Str("verb"))];
-const SSAR_SPEC: &[(u32, F)] = &[
-    (1, F::Msg("resourceAttributes", RESOURCE_ATTRS)),
-    (2, F::Msg("nonResourceAttributes", NON_RESOURCE_ATTRS)),
-];
-const SSAR: &[(u32, F)] = &[
-    (1, F::Msg("metadata", OBJECT_META)),
-    (2, F::Msg("spec", SSAR_SPEC)),
-];
+const SSAR_SPEC: &[(u32, F)] =
+    &[(1, F::Msg("resourceAttributes", RESOURCE_ATTRS)), (2, F::Msg("nonResourceAttributes", NON_RESOURCE_ATTRS))];
+const SSAR: &[(u32, F)] = &[(1, F::Msg("metadata", OBJECT_META)), (2, F::Msg("spec", SSAR_SPEC))];
 const SAR_SPEC: &[(u32, F)] = &[
     (1, F::Msg("resourceAttributes", RESOURCE_ATTRS)),
     (2, F::Msg("nonResourceAttributes", NON_RESOURCE_ATTRS)),
     (3, F::Str("user")),
     (4, F::RepStr("groups")),
 ];
-const SAR: &[(u32, F)] = &[
-    (1, F::Msg("metadata", OBJECT_META)),
-    (2, F::Msg("spec", SAR_SPEC)),
-];
+const SAR: &[(u32, F)] = &[(1, F::Msg("metadata", OBJECT_META)), (2, F::Msg("spec", SAR_SPEC))];
 const RULES_SPEC: &[(u32, F)] = &[(1, F::Str("namespace"))];
-const RULES: &[(u32, F)] = &[
-    (1, F::Msg("metadata", OBJECT_META)),
-    (2, F::Msg("spec", RULES_SPEC)),
-];
+const RULES: &[(u32, F)] = &[(1, F::Msg("metadata", OBJECT_META)), (2, F::Msg("spec", RULES_SPEC))];
 const META_ONLY: &[(u32, F)] = &[(1, F::Msg("metadata", OBJECT_META))];
 const CONFIGMAP: &[(u32, F)] = &[
     (1, F::Msg("metadata", OBJECT_META)),
@@ -62,26 +51,13 @@ const CONFIGMAP: &[(u32, F)] = &[
     (3, F::MapBytes("binaryData")),
     (4, F::Bool("immutable")),
 ];
-const SECRET: &[(u32, F)] = &[
-    (1, F::Msg("metadata", OBJECT_META)),
-    (2, F::MapBytes("data")),
-    (3, F::Str("type")),
-    (5, F::Bool("immutable")),
-];
+const SECRET: &[(u32, F)] =
+    &[(1, F::Msg("metadata", OBJECT_META)), (2, F::MapBytes("data")), (3, F::Str("type")), (5, F::Bool("immutable"))];
 const NS_SPEC: &[(u32, F)] = &[(1, F::RepStr("finalizers"))];
-const NAMESPACE: &[(u32, F)] = &[
-    (1, F::Msg("metadata", OBJECT_META)),
-    (2, F::Msg("spec", NS_SPEC)),
-];
+const NAMESPACE: &[(u32, F)] = &[(1, F::Msg("metadata", OBJECT_META)), (2, F::Msg("spec", NS_SPEC))];
 const SA: &[(u32, F)] = &[(1, F::Msg("metadata", OBJECT_META))];
-const LEASE_SPEC: &[(u32, F)] = &[
-    (1, F::Str("holderIdentity")),
-    (2, F::Int("leaseDurationSeconds")),
-];
-const LEASE: &[(u32, F)] = &[
-    (1, F::Msg("metadata", OBJECT_META)),
-    (2, F::Msg("spec", LEASE_SPEC)),
-];
+const LEASE_SPEC: &[(u32, F)] = &[(1, F::Str("holderIdentity")), (2, F::Int("leaseDurationSeconds"))];
+const LEASE: &[(u32, F)] = &[(1, F::Msg("metadata", OBJECT_META)), (2, F::Msg("spec", LEASE_SPEC))];
 
 fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
     let mut v = 0u64;
@@ -148,8 +124,7 @@ fn decode(b: &[u8], schema: &[(u32, F)]) -> Option<Value> {
             }
             F::RepStr(n) => {
                 let e = m.entry(n.to_string()).or_insert_with(|| json!([]));
-                e.as_array_mut()?
-                    .push(json!(String::from_utf8_lossy(bytes)));
+                e.as_array_mut()?.push(json!(String::from_utf8_lossy(bytes)));
             }
             F::MapStr(n) | F::MapBytes(n) => {
                 let entry = fields(bytes)?;
@@ -158,11 +133,7 @@ fn decode(b: &[u8], schema: &[(u32, F)]) -> Option<Value> {
                     .find(|(n, _, _)| *n == 1)
                     .map(|(_, _, b)| String::from_utf8_lossy(b).into_owned())
                     .unwrap_or_default();
-                let val = entry
-                    .iter()
-                    .find(|(n, _, _)| *n == 2)
-                    .map(|(_, _, b)| *b)
-                    .unwrap_or_default();
+                let val = entry.iter().find(|(n, _, _)| *n == 2).map(|(_, _, b)| *b).unwrap_or_default();
                 let val = if matches!(f, F::MapBytes(_)) {
                     json!(base64::engine::general_purpose::STANDARD.encode(val))
                 } else {
@@ -178,20 +149,10 @@ fn decode(b: &[u8], schema: &[(u32, F)]) -> Option<Value> {
 
 /// Decodes a `k8s\0`-prefixed protobuf body of a supported kind into JSON.
 pub fn decode_envelope(body: &[u8]) -> Result<Value, String> {
-    let rest = body
-        .strip_prefix(b"k8s\0")
-        .ok_or("missing protobuf envelope")?;
+    let rest = body.strip_prefix(b"k8s\0").ok_or("missing protobuf envelope")?;
     let top = fields(rest).ok_or("malformed protobuf")?;
-    let tm = top
-        .iter()
-        .find(|(n, _, _)| *n == 1)
-        .map(|(_, _, b)| *b)
-        .unwrap_or_default();
-    let raw = top
-        .iter()
-        .find(|(n, _, _)| *n == 2)
-        .map(|(_, _, b)| *b)
-        .unwrap_or_default();
+    let tm = top.iter().find(|(n, _, _)| *n == 1).map(|(_, _, b)| *b).unwrap_or_default();
+    let raw = top.iter().find(|(n, _, _)| *n == 2).map(|(_, _, b)| *b).unwrap_or_default();
     let tmf = fields(tm).ok_or("malformed typeMeta")?;
     let get = |i: u32| {
         tmf.iter()
@@ -229,32 +190,11 @@ mod tests {
     #[test]
     fn decodes_a_self_subject_access_review() {
         // typeMeta{apiVersion, kind}, raw{spec{resourceAttributes{namespace=default, verb=list, resource=configmaps}}}
-        let attrs = [
-            &[0x0a, 7][..],
-            b"default",
-            &[0x12, 4],
-            b"list",
-            &[0x2a, 10],
-            b"configmaps",
-        ]
-        .concat();
+        let attrs = [&[0x0a, 7][..], b"default", &[0x12, 4], b"list", &[0x2a, 10], b"configmaps"].concat();
         let spec = [&[0x0a, attrs.len() as u8][..], &attrs].concat();
         let raw = [&[0x12, spec.len() as u8][..], &spec].concat();
-        let tm = [
-            &[0x0a, 23][..],
-            b"authorization.k8s.io/v1",
-            &[0x12, 23],
-            b"SelfSubjectAccessReview",
-        ]
-        .concat();
-        let body = [
-            &b"k8s\0"[..],
-            &[0x0a, tm.len() as u8],
-            &tm,
-            &[0x12, raw.len() as u8],
-            &raw,
-        ]
-        .concat();
+        let tm = [&[0x0a, 23][..], b"authorization.k8s.io/v1", &[0x12, 23], b"SelfSubjectAccessReview"].concat();
+        let body = [&b"k8s\0"[..], &[0x0a, tm.len() as u8], &tm, &[0x12, raw.len() as u8], &raw].concat();
         let v = decode_envelope(&body).unwrap();
         assert_eq!(v["kind"], "SelfSubjectAccessReview");
         assert_eq!(v["spec"]["resourceAttributes"]["verb"], "list");

@@ -25,23 +25,14 @@ pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -
         return forward_pod(server, req, info, &ns, &svc, &port).await;
     }
     let Some(svc_obj) = server.get_object("v1", "services", Some(&ns), &svc) else {
-        return error_response(&ApiError::not_found(
-            &ResourceName {
-                group: "",
-                resource: "services",
-            },
-            &svc,
-        ));
+        return error_response(&ApiError::not_found(&ResourceName { group: "", resource: "services" }, &svc));
     };
     // A named port (`svc:client`) resolves through the Service's ports.
     let port = if !port.is_empty() && port.parse::<u16>().is_err() {
         svc_obj
             .pointer("/spec/ports")
             .and_then(|p| p.as_array())
-            .and_then(|ps| {
-                ps.iter()
-                    .find(|p| p.get("name").and_then(|n| n.as_str()) == Some(port.as_str()))
-            })
+            .and_then(|ps| ps.iter().find(|p| p.get("name").and_then(|n| n.as_str()) == Some(port.as_str())))
             .and_then(|p| p.get("port").and_then(|n| n.as_i64()))
             .map(|n| n.to_string())
             .unwrap_or(port)
@@ -50,17 +41,9 @@ pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -
     };
     let target = {
         let b = server.inner.backends.read().unwrap();
-        b.get(&(ns.clone(), svc.clone(), port.clone()))
-            .copied()
-            .or_else(|| {
-                if port.is_empty() {
-                    b.iter()
-                        .find(|((n, s, _), _)| *n == ns && *s == svc)
-                        .map(|(_, a)| *a)
-                } else {
-                    None
-                }
-            })
+        b.get(&(ns.clone(), svc.clone(), port.clone())).copied().or_else(|| {
+            if port.is_empty() { b.iter().find(|((n, s, _), _)| *n == ns && *s == svc).map(|(_, a)| *a) } else { None }
+        })
     };
     let Some(target) = target else {
         return error_response(&ApiError::new(
@@ -74,7 +57,14 @@ pub async fn forward(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo) -
 
 /// The pod proxy: the pod must exist (404), a named port resolves through its containers' ports, and a
 /// pod without a registered backend answers 503 like a pod kube cannot dial.
-async fn forward_pod(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo, ns: &str, pod: &str, port: &str) -> Response<Body> {
+async fn forward_pod(
+    server: &ApiServer,
+    req: &Request<Bytes>,
+    info: &ResInfo,
+    ns: &str,
+    pod: &str,
+    port: &str,
+) -> Response<Body> {
     let Some(pod_obj) = server.get_object("v1", "pods", Some(ns), pod) else {
         return error_response(&ApiError::not_found(&ResourceName { group: "", resource: "pods" }, pod));
     };
@@ -110,11 +100,7 @@ async fn forward_pod(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo, n
 
 /// Sends the request to `target` and relays the answer (503 when the backend cannot be reached).
 async fn send(req: &Request<Bytes>, info: &ResInfo, target: std::net::SocketAddr) -> Response<Body> {
-    let q = req
-        .uri()
-        .query()
-        .map(|q| format!("?{q}"))
-        .unwrap_or_default();
+    let q = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
     let uri = format!("http://{target}/{}{q}", info.subpath);
     let mut b = Request::builder().method(req.method()).uri(&uri);
     for (k, v) in req.headers() {
@@ -127,18 +113,12 @@ async fn send(req: &Request<Bytes>, info: &ResInfo, target: std::net::SocketAddr
     match client.request(out).await {
         Ok(resp) => {
             let (parts, body) = resp.into_parts();
-            let bytes = body
-                .collect()
-                .await
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
+            let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
             Response::from_parts(parts, full(bytes))
         }
-        Err(e) => error_response(&ApiError::new(
-            503,
-            "ServiceUnavailable",
-            format!("error trying to reach service: {e}"),
-        )),
+        Err(e) => {
+            error_response(&ApiError::new(503, "ServiceUnavailable", format!("error trying to reach service: {e}")))
+        }
     }
 }
 
@@ -181,12 +161,19 @@ mod tests {
         pods.create(&Default::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
         let admin = server.client();
         let uri = "/api/v1/namespaces/default/pods/etcd-main-0:8080/proxy/defrag?x=1";
-        assert_eq!(send(&admin, http::Method::GET, "/api/v1/namespaces/default/pods/nope:8080/proxy/defrag").await, Err(404));
+        assert_eq!(
+            send(&admin, http::Method::GET, "/api/v1/namespaces/default/pods/nope:8080/proxy/defrag").await,
+            Err(404)
+        );
         assert_eq!(send(&admin, http::Method::POST, uri).await, Err(503), "no backend yet");
         server.register_pod_backend("default", "etcd-main-0", 8080, echo_backend().await);
         assert_eq!(send(&admin, http::Method::POST, uri).await.unwrap(), "pod saw POST /defrag?x=1 HTTP/1.1");
         let named = "/api/v1/namespaces/default/pods/etcd-main-0:server/proxy/healthz";
-        assert_eq!(send(&admin, http::Method::GET, named).await.unwrap(), "pod saw GET /healthz HTTP/1.1", "named port");
+        assert_eq!(
+            send(&admin, http::Method::GET, named).await.unwrap(),
+            "pod saw GET /healthz HTTP/1.1",
+            "named port"
+        );
 
         // RBAC: `pods/proxy` with the verb of the method (POST → create, GET → get); `pods` alone is not enough.
         server.add_user("reader", &[]);

@@ -26,11 +26,7 @@ pub struct Attributes {
 
 fn strs(v: Option<&Value>) -> Vec<String> {
     v.and_then(|a| a.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
         .unwrap_or_default()
 }
 
@@ -43,17 +39,13 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     if !groups.iter().any(|g| g == "*" || *g == a.group) {
         return false;
     }
-    let combined = if a.subresource.is_empty() {
-        a.resource.clone()
-    } else {
-        format!("{}/{}", a.resource, a.subresource)
-    };
+    let combined =
+        if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
     let resources = strs(rule.get("resources"));
-    if !resources.iter().any(|r| {
-        r == "*"
-            || *r == combined
-            || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource))
-    }) {
+    if !resources
+        .iter()
+        .any(|r| r == "*" || *r == combined || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource)))
+    {
         return false;
     }
     let names = strs(rule.get("resourceNames"));
@@ -71,11 +63,7 @@ fn subject_matches(subjects: Option<&Value>, user: &UserInfo, binding_ns: &str) 
             "User" => name == user.name,
             "Group" => user.groups.iter().any(|g| g == name) || name == "system:authenticated",
             "ServiceAccount" => {
-                let ns = s
-                    .get("namespace")
-                    .and_then(|k| k.as_str())
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or(binding_ns);
+                let ns = s.get("namespace").and_then(|k| k.as_str()).filter(|n| !n.is_empty()).unwrap_or(binding_ns);
                 user.name == format!("system:serviceaccount:{ns}:{name}")
             }
             _ => false,
@@ -99,15 +87,9 @@ pub fn authorize(server: &ApiServer, user: &UserInfo, a: &Attributes) -> (bool, 
         if !subject_matches(b.get("subjects"), user, "") {
             continue;
         }
-        let role = b
-            .pointer("/roleRef/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default();
+        let role = b.pointer("/roleRef/name").and_then(|n| n.as_str()).unwrap_or_default();
         if crole_rules(role).iter().any(|r| rule_allows(r, a)) {
-            let bname = b
-                .pointer("/metadata/name")
-                .and_then(|n| n.as_str())
-                .unwrap_or_default();
+            let bname = b.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
             return (
                 true,
                 format!(
@@ -122,14 +104,8 @@ pub fn authorize(server: &ApiServer, user: &UserInfo, a: &Attributes) -> (bool, 
             if !subject_matches(b.get("subjects"), user, &a.namespace) {
                 continue;
             }
-            let kind = b
-                .pointer("/roleRef/kind")
-                .and_then(|n| n.as_str())
-                .unwrap_or_default();
-            let role = b
-                .pointer("/roleRef/name")
-                .and_then(|n| n.as_str())
-                .unwrap_or_default();
+            let kind = b.pointer("/roleRef/kind").and_then(|n| n.as_str()).unwrap_or_default();
+            let role = b.pointer("/roleRef/name").and_then(|n| n.as_str()).unwrap_or_default();
             let rules = if kind == "ClusterRole" {
                 crole_rules(role)
             } else {
@@ -138,10 +114,7 @@ pub fn authorize(server: &ApiServer, user: &UserInfo, a: &Attributes) -> (bool, 
                     .unwrap_or_default()
             };
             if rules.iter().any(|r| rule_allows(r, a)) {
-                let bname = b
-                    .pointer("/metadata/name")
-                    .and_then(|n| n.as_str())
-                    .unwrap_or_default();
+                let bname = b.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
                 return (
                     true,
                     format!(
@@ -157,29 +130,16 @@ pub fn authorize(server: &ApiServer, user: &UserInfo, a: &Attributes) -> (bool, 
 
 /// The 403 of a denied request, with kube-apiserver's message.
 pub fn forbidden(user: &UserInfo, a: &Attributes) -> ApiError {
-    let rn = ResourceName {
-        group: &a.group,
-        resource: &a.resource,
-    };
-    let res = if a.subresource.is_empty() {
-        a.resource.clone()
-    } else {
-        format!("{}/{}", a.resource, a.subresource)
-    };
+    let rn = ResourceName { group: &a.group, resource: &a.resource };
+    let res = if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
     let scope = if a.namespace.is_empty() {
         "at the cluster scope".to_string()
     } else {
         format!("in the namespace \"{}\"", a.namespace)
     };
-    let reason = format!(
-        "User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {}",
-        user.name, a.verb, res, a.group, scope
-    );
-    let qual = if a.subresource.is_empty() {
-        rn.qualified()
-    } else {
-        format!("{}/{}", rn.qualified(), a.subresource)
-    };
+    let reason =
+        format!("User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {}", user.name, a.verb, res, a.group, scope);
+    let qual = if a.subresource.is_empty() { rn.qualified() } else { format!("{}/{}", rn.qualified(), a.subresource) };
     let msg = if a.name.is_empty() {
         format!("{qual} is forbidden: {reason}")
     } else {
@@ -190,17 +150,10 @@ pub fn forbidden(user: &UserInfo, a: &Attributes) -> ApiError {
 
 /// Handles the create-only review resources (SelfSubjectAccessReview, SubjectAccessReview, rules review,
 /// SelfSubjectReview).
-pub fn review(
-    server: &ApiServer,
-    user: &UserInfo,
-    rt: &ResourceType,
-    body: Value,
-) -> Result<Value, ApiError> {
+pub fn review(server: &ApiServer, user: &UserInfo, rt: &ResourceType, body: Value) -> Result<Value, ApiError> {
     let mut out = body.clone();
     if !out.is_object() {
-        return Err(ApiError::bad_request(
-            "the object provided is not a JSON object",
-        ));
+        return Err(ApiError::bad_request("the object provided is not a JSON object"));
     }
     out["apiVersion"] = rt.api_version(rt.preferred()).into();
     out["kind"] = rt.kind.clone().into();
@@ -212,23 +165,14 @@ pub fn review(
         "selfsubjectaccessreviews" | "subjectaccessreviews" => {
             let subject = if rt.plural == "subjectaccessreviews" {
                 UserInfo {
-                    name: body
-                        .pointer("/spec/user")
-                        .and_then(|u| u.as_str())
-                        .unwrap_or_default()
-                        .into(),
+                    name: body.pointer("/spec/user").and_then(|u| u.as_str()).unwrap_or_default().into(),
                     groups: strs(body.pointer("/spec/groups")),
                 }
             } else {
                 user.clone()
             };
             let (allowed, reason) = if let Some(ra) = body.pointer("/spec/resourceAttributes") {
-                let g = |k: &str| {
-                    ra.get(k)
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .to_string()
-                };
+                let g = |k: &str| ra.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
                 let a = Attributes {
                     verb: g("verb"),
                     group: g("group"),
@@ -241,12 +185,19 @@ pub fn review(
             } else if let Some(nra) = body.pointer("/spec/nonResourceAttributes") {
                 let path = nra.get("path").and_then(|v| v.as_str()).unwrap_or_default();
                 let verb = nra.get("verb").and_then(|v| v.as_str()).unwrap_or_default();
-                (
-                    subject.is_master() || (verb == "get" && is_discovery_path(path)),
-                    String::new(),
-                )
+                (subject.is_master() || (verb == "get" && is_discovery_path(path)), String::new())
             } else {
-                return Err(ApiError::invalid(&rt.kind, &rt.group, "", &[("FieldValueRequired".into(), "spec.resourceAttributes".into(), "Required value: exactly one of nonResourceAttributes or resourceAttributes must be specified".into())]));
+                return Err(ApiError::invalid(
+                    &rt.kind,
+                    &rt.group,
+                    "",
+                    &[(
+                        "FieldValueRequired".into(),
+                        "spec.resourceAttributes".into(),
+                        "Required value: exactly one of nonResourceAttributes or resourceAttributes must be specified"
+                            .into(),
+                    )],
+                ));
             };
             let mut status = json!({"allowed": allowed});
             if !reason.is_empty() {
@@ -255,11 +206,7 @@ pub fn review(
             out["status"] = status;
         }
         "selfsubjectrulesreviews" => {
-            let ns = body
-                .pointer("/spec/namespace")
-                .and_then(|n| n.as_str())
-                .unwrap_or_default()
-                .to_string();
+            let ns = body.pointer("/spec/namespace").and_then(|n| n.as_str()).unwrap_or_default().to_string();
             out["status"] = json!({"resourceRules": rules_for(server, user, &ns), "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}], "incomplete": false});
         }
         "selfsubjectreviews" => {
@@ -271,11 +218,9 @@ pub fn review(
 }
 
 fn is_discovery_path(p: &str) -> bool {
-    [
-        "/api", "/apis", "/version", "/healthz", "/livez", "/readyz", "/openapi",
-    ]
-    .iter()
-    .any(|x| p == *x || p.starts_with(&format!("{x}/")))
+    ["/api", "/apis", "/version", "/healthz", "/livez", "/readyz", "/openapi"]
+        .iter()
+        .any(|x| p == *x || p.starts_with(&format!("{x}/")))
 }
 
 fn rules_for(server: &ApiServer, user: &UserInfo, ns: &str) -> Vec<Value> {
@@ -292,51 +237,28 @@ fn rules_for(server: &ApiServer, user: &UserInfo, ns: &str) -> Vec<Value> {
     };
     for b in st.list(&(rbac.into(), "clusterrolebindings".into()), None) {
         if subject_matches(b.get("subjects"), user, "") {
-            out.extend(crole(
-                b.pointer("/roleRef/name")
-                    .and_then(|n| n.as_str())
-                    .unwrap_or_default(),
-            ));
+            out.extend(crole(b.pointer("/roleRef/name").and_then(|n| n.as_str()).unwrap_or_default()));
         }
     }
     if !ns.is_empty() {
         for b in st.list(&(rbac.into(), "rolebindings".into()), Some(ns)) {
             if subject_matches(b.get("subjects"), user, ns) {
-                let role = b
-                    .pointer("/roleRef/name")
-                    .and_then(|n| n.as_str())
-                    .unwrap_or_default();
+                let role = b.pointer("/roleRef/name").and_then(|n| n.as_str()).unwrap_or_default();
                 if b.pointer("/roleRef/kind").and_then(|n| n.as_str()) == Some("ClusterRole") {
                     out.extend(crole(role));
                 } else if let Some(r) = st.get(rbac, "roles", ns, role) {
-                    out.extend(
-                        r.get("rules")
-                            .and_then(|x| x.as_array())
-                            .cloned()
-                            .unwrap_or_default(),
-                    );
+                    out.extend(r.get("rules").and_then(|x| x.as_array()).cloned().unwrap_or_default());
                 }
             }
         }
     }
-    out.into_iter()
-        .filter(|r| r.get("resources").is_some())
-        .collect()
+    out.into_iter().filter(|r| r.get("resources").is_some()).collect()
 }
 
 /// The bootstrap ClusterRoles (`cluster-admin`, `admin`, `edit`, `view`, `system:basic-user`, `system:discovery`).
 pub fn bootstrap_cluster_roles() -> Vec<(&'static str, Value)> {
     let read = json!(["get", "list", "watch"]);
-    let write = json!([
-        "create",
-        "delete",
-        "deletecollection",
-        "patch",
-        "update",
-        "get",
-        "list",
-        "watch"
-    ]);
+    let write = json!(["create", "delete", "deletecollection", "patch", "update", "get", "list", "watch"]);
     let common = json!([
         "pods",
         "pods/log",

@@ -42,9 +42,7 @@ const MAX_RECORDS: usize = 100_000;
 impl RequestLog {
     pub(crate) fn record(&self, r: RequestRecord) {
         let mut st = self.inner.lock().unwrap();
-        *st.counts
-            .entry((r.verb.clone(), r.resource.clone(), r.code))
-            .or_default() += 1;
+        *st.counts.entry((r.verb.clone(), r.resource.clone(), r.code)).or_default() += 1;
         if st.records.len() >= MAX_RECORDS {
             st.records.drain(..MAX_RECORDS / 2);
         }
@@ -65,13 +63,7 @@ impl RequestLog {
 
     /// Requests with this verb, resource and code.
     pub fn count_code(&self, verb: &str, resource: &str, code: u16) -> u64 {
-        self.inner
-            .lock()
-            .unwrap()
-            .counts
-            .get(&(verb.to_string(), resource.to_string(), code))
-            .copied()
-            .unwrap_or(0)
+        self.inner.lock().unwrap().counts.get(&(verb.to_string(), resource.to_string(), code)).copied().unwrap_or(0)
     }
 
     /// All counters: (verb, resource, code) → count.

@@ -75,11 +75,7 @@ pub struct ResourceType {
 impl ResourceType {
     /// The `apiVersion` string for a version of this resource.
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{}/{}", self.group, version)
-        }
+        if self.group.is_empty() { version.to_string() } else { format!("{}/{}", self.group, version) }
     }
 
     /// Where objects are stored: `events.k8s.io` Events share the core Events storage.
@@ -101,16 +97,7 @@ impl ResourceType {
         if self.create_only {
             vec!["create"]
         } else {
-            vec![
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ]
+            vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         }
     }
 }
@@ -210,12 +197,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
                 col("Capacity", "string", ".status.capacity.storage", 0),
                 col("Access Modes", "string", "@pvc.modes", 0),
                 col("StorageClass", "string", ".spec.storageClassName", 0),
-                col(
-                    "VolumeAttributesClass",
-                    "string",
-                    ".spec.volumeAttributesClassName",
-                    0,
-                ),
+                col("VolumeAttributesClass", "string", ".spec.volumeAttributesClassName", 0),
                 age(),
             ],
         ),
@@ -254,11 +236,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             &[],
             false,
             false,
-            vec![
-                col("Type", "string", ".type", 0),
-                col("Data", "integer", "@count.data", 0),
-                age(),
-            ],
+            vec![col("Type", "string", ".type", 0), col("Data", "integer", "@count.data", 0), age()],
         ),
         builtin(
             "",
@@ -322,17 +300,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
                 col("Message", "string", ".message", 0),
             ],
         ),
-        builtin(
-            "",
-            "v1",
-            "serviceaccounts",
-            "ServiceAccount",
-            true,
-            &["sa"],
-            false,
-            false,
-            vec![age()],
-        ),
+        builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false, vec![age()]),
         builtin(
             "apps",
             "v1",
@@ -381,17 +349,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
                 age(),
             ],
         ),
-        builtin(
-            "apps",
-            "v1",
-            "daemonsets",
-            "DaemonSet",
-            true,
-            &["ds"],
-            true,
-            false,
-            vec![age()],
-        ),
+        builtin("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"], true, false, vec![age()]),
         builtin(
             "batch",
             "v1",
@@ -401,11 +359,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             &[],
             true,
             false,
-            vec![
-                col("Status", "string", "@job.status", 0),
-                col("Completions", "string", "@job.completions", 0),
-                age(),
-            ],
+            vec![col("Status", "string", "@job.status", 0), col("Completions", "string", "@job.completions", 0), age()],
         ),
         builtin(
             "batch",
@@ -435,12 +389,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             vec![
                 col("Min Available", "string", ".spec.minAvailable", 0),
                 col("Max Unavailable", "string", ".spec.maxUnavailable", 0),
-                col(
-                    "Allowed Disruptions",
-                    "integer",
-                    ".status.disruptionsAllowed",
-                    0,
-                ),
+                col("Allowed Disruptions", "integer", ".status.disruptionsAllowed", 0),
                 age(),
             ],
         ),
@@ -464,11 +413,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             &["ev"],
             false,
             false,
-            vec![
-                col("Reason", "string", ".reason", 0),
-                col("Note", "string", ".note", 0),
-                age(),
-            ],
+            vec![col("Reason", "string", ".reason", 0), col("Note", "string", ".note", 0), age()],
         ),
         builtin(
             "rbac.authorization.k8s.io",
@@ -538,26 +483,10 @@ pub fn builtin_types() -> Vec<ResourceType> {
         ),
     ];
     for (g, plural, kind) in [
-        (
-            "authorization.k8s.io",
-            "selfsubjectaccessreviews",
-            "SelfSubjectAccessReview",
-        ),
-        (
-            "authorization.k8s.io",
-            "subjectaccessreviews",
-            "SubjectAccessReview",
-        ),
-        (
-            "authorization.k8s.io",
-            "selfsubjectrulesreviews",
-            "SelfSubjectRulesReview",
-        ),
-        (
-            "authentication.k8s.io",
-            "selfsubjectreviews",
-            "SelfSubjectReview",
-        ),
+        ("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+        ("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview"),
+        ("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview"),
+        ("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview"),
     ] {
         let mut r = builtin(g, "v1", plural, kind, false, &[], false, false, vec![]);
         r.create_only = true;
@@ -636,10 +565,7 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
                 let m: u8 = rand::random();
                 ensure(obj, &["spec", "clusterIP"], format!("10.96.{m}.{n}").into());
             }
-            if let Some(ports) = obj
-                .pointer_mut("/spec/ports")
-                .and_then(|p| p.as_array_mut())
-            {
+            if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(|p| p.as_array_mut()) {
                 for p in ports {
                     if p.get("protocol").is_none() {
                         p["protocol"] = "TCP".into();
@@ -664,22 +590,10 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
             ensure(obj, &["status", "phase"], "Pending".into());
         }
         ("", "namespaces") => {
-            ensure(
-                obj,
-                &["spec", "finalizers"],
-                serde_json::json!(["kubernetes"]),
-            );
+            ensure(obj, &["spec", "finalizers"], serde_json::json!(["kubernetes"]));
             ensure(obj, &["status", "phase"], "Active".into());
-            if let Some(name) = obj
-                .pointer("/metadata/name")
-                .and_then(|n| n.as_str())
-                .map(str::to_string)
-            {
-                ensure(
-                    obj,
-                    &["metadata", "labels", "kubernetes.io/metadata.name"],
-                    name.into(),
-                );
+            if let Some(name) = obj.pointer("/metadata/name").and_then(|n| n.as_str()).map(str::to_string) {
+                ensure(obj, &["metadata", "labels", "kubernetes.io/metadata.name"], name.into());
             }
         }
         ("", "secrets") => ensure(obj, &["type"], "Opaque".into()),
@@ -698,8 +612,5 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
 /// Whether a built-in (group, plural) carries `metadata.generation` (custom resources always do).
 /// kube-apiserver sets it for workload/policy kinds and CRDs, not for core kinds like ConfigMap or Lease.
 pub fn generation_tracked(group: &str, _plural: &str) -> bool {
-    matches!(
-        group,
-        "apps" | "batch" | "policy" | "apiextensions.k8s.io" | "networking.k8s.io"
-    )
+    matches!(group, "apps" | "batch" | "policy" | "apiextensions.k8s.io" | "networking.k8s.io")
 }

@@ -23,9 +23,7 @@ pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// A full body from bytes.
 pub fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into())
-        .map_err(|never| match never {})
-        .boxed_unsync()
+    Full::new(b.into()).map_err(|never| match never {}).boxed_unsync()
 }
 
 /// A JSON response.
@@ -42,17 +40,14 @@ pub fn json_response(code: u16, v: &Value) -> Response<Body> {
 pub fn error_response(e: &ApiError) -> Response<Body> {
     let mut r = json_response(e.code, &e.to_status());
     if let Some(ra) = e.retry_after {
-        r.headers_mut()
-            .insert("retry-after", ra.to_string().parse().unwrap());
+        r.headers_mut().insert("retry-after", ra.to_string().parse().unwrap());
     }
     r
 }
 
 /// RFC 3339 "now" with second precision, like metav1.Time.
 pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// Decodes `%XX` and `+` in a query component.
@@ -64,8 +59,7 @@ pub fn pct_decode(s: &str) -> String {
         match b[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
-                {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
                     Ok(v) => {
                         out.push(v);
                         i += 2;
@@ -119,11 +113,7 @@ pub fn parse_resource_path(path: &str) -> Option<ResInfo> {
         ["apis", g, v, rest @ ..] if !rest.is_empty() && !rest[0].is_empty() => (*g, *v, rest),
         _ => return None,
     };
-    let mut info = ResInfo {
-        group: group.into(),
-        version: version.into(),
-        ..Default::default()
-    };
+    let mut info = ResInfo { group: group.into(), version: version.into(), ..Default::default() };
     let mut rest: Vec<&str> = rest.to_vec();
     if rest[0] == "watch" {
         info.watch_prefix = true;
@@ -179,10 +169,7 @@ impl Ctx<'_> {
         self.rt.group == "events.k8s.io"
     }
     fn rname(&self) -> ResourceName<'_> {
-        ResourceName {
-            group: &self.rt.group,
-            resource: &self.rt.plural,
-        }
+        ResourceName { group: &self.rt.group, resource: &self.rt.plural }
     }
     fn ns_key(&self) -> String {
         self.ns.clone().unwrap_or_default()
@@ -192,11 +179,7 @@ impl Ctx<'_> {
     }
     /// Object as returned to the client (apiVersion of the requested version).
     fn out(&self, obj: &Value) -> Value {
-        let mut o = if self.events_api() {
-            super::events::to_external(obj)
-        } else {
-            obj.clone()
-        };
+        let mut o = if self.events_api() { super::events::to_external(obj) } else { obj.clone() };
         o["apiVersion"] = self.api_version().into();
         o
     }
@@ -207,11 +190,7 @@ fn name_error(kind: &str, group: &str, name: &str, msg: String) -> ApiError {
         kind,
         group,
         name,
-        &[(
-            "FieldValueInvalid".into(),
-            "metadata.name".into(),
-            format!("Invalid value: \"{name}\": {msg}"),
-        )],
+        &[("FieldValueInvalid".into(), "metadata.name".into(), format!("Invalid value: \"{name}\": {msg}"))],
     )
 }
 
@@ -222,8 +201,7 @@ const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alp
 fn is_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -233,12 +211,7 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
     let (kind, group) = (rt.kind.as_str(), rt.group.as_str());
     if rt.group == "rbac.authorization.k8s.io" {
         if name == "." || name == ".." || name.contains('/') || name.contains('%') {
-            return Err(name_error(
-                kind,
-                group,
-                name,
-                "may not contain '/' or '%'".to_string(),
-            ));
+            return Err(name_error(kind, group, name, "may not contain '/' or '%'".to_string()));
         }
         return Ok(());
     }
@@ -255,12 +228,7 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
         }
         _ => {
             if name.len() > 253 {
-                return Err(name_error(
-                    kind,
-                    group,
-                    name,
-                    "must be no more than 253 characters".into(),
-                ));
+                return Err(name_error(kind, group, name, "must be no more than 253 characters".into()));
             }
             if !name.split('.').all(is_label) {
                 return Err(name_error(kind, group, name, DNS1123_SUBDOMAIN_MSG.into()));
@@ -272,9 +240,7 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
 
 fn generate_suffix() -> String {
     const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5)
-        .map(|_| ALPHA[rand::random_range(0..ALPHA.len())] as char)
-        .collect()
+    (0..5).map(|_| ALPHA[rand::random_range(0..ALPHA.len())] as char).collect()
 }
 
 fn strip_status_for_spec(obj: &Value) -> Value {
@@ -291,11 +257,7 @@ fn pruned_paths(before: &Value, after: &Value, prefix: &str, out: &mut Vec<Strin
     match (before, after) {
         (Value::Object(b), Value::Object(a)) => {
             for (k, bv) in b {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
+                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
                 match a.get(k) {
                     None => out.push(p),
                     Some(av) => pruned_paths(bv, av, &p, out),
@@ -317,8 +279,7 @@ const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric charact
 fn is_label_value(v: &str) -> bool {
     v.is_empty()
         || (v.len() <= 63
-            && v.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+            && v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
             && v.as_bytes()[0].is_ascii_alphanumeric()
             && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric())
 }
@@ -361,14 +322,8 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
             }
         }
     }
-    if let Some(ann) = obj
-        .pointer("/metadata/annotations")
-        .and_then(|l| l.as_object())
-    {
-        let total: usize = ann
-            .iter()
-            .map(|(k, v)| k.len() + v.as_str().map(str::len).unwrap_or(0))
-            .sum();
+    if let Some(ann) = obj.pointer("/metadata/annotations").and_then(|l| l.as_object()) {
+        let total: usize = ann.iter().map(|(k, v)| k.len() + v.as_str().map(str::len).unwrap_or(0)).sum();
         if total > 262_144 {
             causes.push((
                 "FieldValueTooLong".into(),
@@ -386,11 +341,7 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
             }
         }
     }
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(&rt.kind, &rt.group, name, &causes))
-    }
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&rt.kind, &rt.group, name, &causes)) }
 }
 
 /// Immutability rules of built-in kinds that clients run into (422 like kube-apiserver).
@@ -400,11 +351,7 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
             &ctx.rt.kind,
             &ctx.rt.group,
             name,
-            &[(
-                "FieldValueForbidden".into(),
-                field.into(),
-                format!("Forbidden: {msg}"),
-            )],
+            &[("FieldValueForbidden".into(), field.into(), format!("Forbidden: {msg}"))],
         ))
     };
     match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
@@ -432,9 +379,7 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                 );
             }
         }
-        ("", "configmaps") | ("", "secrets")
-            if cur.get("immutable").and_then(|i| i.as_bool()) == Some(true) =>
-        {
+        ("", "configmaps") | ("", "secrets") if cur.get("immutable").and_then(|i| i.as_bool()) == Some(true) => {
             for f in ["data", "binaryData"] {
                 if cur.get(f) != new.get(f) {
                     return forbid(f, "field is immutable when `immutable` is set");
@@ -469,18 +414,8 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
 }
 
 /// Runs CRD defaulting, pruning and validation; returns the 422 on failure.
-fn validate_custom(
-    ctx: &Ctx,
-    obj: &mut Value,
-    old: Option<&Value>,
-    scope: Scope,
-) -> Result<(), ApiError> {
-    let Some(v) = ctx
-        .rt
-        .validators
-        .get(&ctx.version)
-        .or_else(|| ctx.rt.validators.values().next())
-    else {
+fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope) -> Result<(), ApiError> {
+    let Some(v) = ctx.rt.validators.get(&ctx.version).or_else(|| ctx.rt.validators.values().next()) else {
         return Ok(());
     };
     let before = ctx.strict.then(|| obj.clone());
@@ -489,10 +424,7 @@ fn validate_custom(
         let mut unknown = Vec::new();
         pruned_paths(&before, obj, "", &mut unknown);
         if !unknown.is_empty() {
-            let list: Vec<String> = unknown
-                .iter()
-                .map(|p| format!("unknown field \"{p}\""))
-                .collect();
+            let list: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
             return Err(ApiError::bad_request(format!(
                 "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
                 list.join(", "),
@@ -505,29 +437,16 @@ fn validate_custom(
     if errs.is_empty() {
         return Ok(());
     }
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default()
-        .to_string();
+    let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
     let causes: Vec<(String, String, String)> = errs
         .iter()
         .map(|e| {
             let prefix = format!("{}: ", e.field);
-            let msg = e
-                .message
-                .strip_prefix(&prefix)
-                .unwrap_or(&e.message)
-                .to_string();
+            let msg = e.message.strip_prefix(&prefix).unwrap_or(&e.message).to_string();
             (e.reason.clone(), e.field.clone(), msg)
         })
         .collect();
-    Err(ApiError::invalid(
-        &ctx.rt.kind,
-        &ctx.rt.group,
-        &name,
-        &causes,
-    ))
+    Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, &name, &causes))
 }
 
 fn admit(
@@ -560,10 +479,7 @@ fn admit(
             return Err(ApiError::new(
                 403,
                 "Forbidden",
-                format!(
-                    "admission webhook \"{}\" denied the request: {msg}",
-                    h.name()
-                ),
+                format!("admission webhook \"{}\" denied the request: {msg}", h.name()),
             ));
         }
     }
@@ -577,13 +493,7 @@ fn check_namespace(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
     let ns = ctx.ns_key();
     let st = ctx.server.inner.state.lock().unwrap();
     match st.get("", "namespaces", "", &ns) {
-        None => Err(ApiError::not_found(
-            &ResourceName {
-                group: "",
-                resource: "namespaces",
-            },
-            &ns,
-        )),
+        None => Err(ApiError::not_found(&ResourceName { group: "", resource: "namespaces" }, &ns)),
         Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {
             let what = if name.is_empty() {
                 ctx.rname().qualified()
@@ -605,15 +515,11 @@ fn check_namespace(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
 /// Prepares a new object for creation (metadata, defaults, validation) without storing it.
 fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     if !obj.is_object() {
-        return Err(ApiError::bad_request(
-            "the object provided is not a JSON object",
-        ));
+        return Err(ApiError::bad_request("the object provided is not a JSON object"));
     }
     let want_av = ctx.api_version();
     match obj.get("apiVersion").and_then(|a| a.as_str()) {
-        Some(av)
-            if av != want_av && !ctx.rt.versions.iter().any(|v| ctx.rt.api_version(v) == av) =>
-        {
+        Some(av) if av != want_av && !ctx.rt.versions.iter().any(|v| ctx.rt.api_version(v) == av) => {
             return Err(ApiError::bad_request(format!(
                 "the API version in the data ({av}) does not match the expected API version ({want_av})"
             )));
@@ -647,16 +553,9 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     } else if let Some(m) = obj["metadata"].as_object_mut() {
         m.remove("namespace");
     }
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default()
-        .to_string();
+    let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
     let name = if name.is_empty() {
-        match obj
-            .pointer("/metadata/generateName")
-            .and_then(|n| n.as_str())
-        {
+        match obj.pointer("/metadata/generateName").and_then(|n| n.as_str()) {
             Some(g) if !g.is_empty() => {
                 let mut g = g.to_string();
                 g.truncate(58);
@@ -685,14 +584,8 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     md.insert("creationTimestamp".into(), now().into());
     md.remove("deletionTimestamp");
     md.remove("deletionGracePeriodSeconds");
-    if md
-        .get("resourceVersion")
-        .and_then(|r| r.as_str())
-        .is_some_and(|r| !r.is_empty())
-    {
-        return Err(ApiError::internal(
-            "resourceVersion should not be set on objects to be created",
-        ));
+    if md.get("resourceVersion").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()) {
+        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
     }
     md.remove("resourceVersion");
     md.remove("selfLink");
@@ -718,29 +611,14 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
 
 /// Creates an object (the POST handler body).
 pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Value, ApiError> {
-    check_namespace(
-        ctx,
-        obj.pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default(),
-    )?;
+    check_namespace(ctx, obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default())?;
     let mut obj = prepare_create(ctx, obj)?;
-    let name = obj["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let ts = now();
     if apply_manager.is_none() {
         apply::record_update(None, &mut obj, &ctx.manager, &ctx.api_version(), "", &ts);
     }
-    admit(
-        ctx,
-        AdmissionOperation::Create,
-        None,
-        &name,
-        Some(&obj),
-        None,
-    )?;
+    admit(ctx, AdmissionOperation::Create, None, &name, Some(&obj), None)?;
     if ctx.events_api() {
         obj = super::events::to_storage(&obj);
     }
@@ -796,7 +674,11 @@ pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
     let st = ctx.server.inner.state.lock().unwrap();
     let (list_rv, start_after) = match &opts.cont {
         Some(c) if !c.is_empty() => {
-            let (rv, after) = decode_continue(c).ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+            let (rv, after) = decode_continue(c).ok_or_else(|| {
+                ApiError::bad_request(
+                    "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+                )
+            })?;
             let (ns, name) = after.split_once('\u{1}').unwrap_or(("", after.as_str()));
             (rv, Some((ns.to_string(), name.to_string())))
         }
@@ -813,9 +695,7 @@ pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
         if opts.limit > 0 && items.len() == opts.limit {
             let last = items.last().map(|v: &Value| obj_key(v)).unwrap_or_default();
             cont = Some(encode_continue(list_rv, &last));
-            let rest = 1 + iter
-                .filter(|o| opts.labels.matches(o) && opts.fields.matches(o))
-                .count();
+            let rest = 1 + iter.filter(|o| opts.labels.matches(o) && opts.fields.matches(o)).count();
             remaining = Some(rest as u64);
             break;
         }
@@ -825,14 +705,8 @@ pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
 }
 
 fn obj_key(o: &Value) -> String {
-    let ns = o
-        .pointer("/metadata/namespace")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default();
-    let name = o
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default();
+    let ns = o.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or_default();
+    let name = o.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
     format!("{ns}\u{1}{name}")
 }
 
@@ -844,14 +718,9 @@ fn encode_continue(rv: u64, after: &str) -> String {
 
 fn decode_continue(c: &str) -> Option<(u64, String)> {
     use base64::Engine;
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(c.trim_end_matches('='))
-        .ok()?;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c.trim_end_matches('=')).ok()?;
     let v: Value = serde_json::from_slice(&raw).ok()?;
-    Some((
-        v.get("rv")?.as_u64()?,
-        v.get("start")?.as_str()?.to_string(),
-    ))
+    Some((v.get("rv")?.as_u64()?, v.get("start")?.as_str()?.to_string()))
 }
 
 /// Lists objects as a `<Kind>List`.
@@ -864,9 +733,7 @@ pub fn list(ctx: &Ctx, opts: &ListOpts) -> Result<Value, ApiError> {
     if let Some(r) = remaining {
         meta["remainingItemCount"] = r.into();
     }
-    Ok(
-        json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": items}),
-    )
+    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": items}))
 }
 
 /// How an update body is produced from the current object.
@@ -879,12 +746,7 @@ pub enum Mutation<'a> {
     Apply(&'a Value, bool),
 }
 
-fn apply_mutation(
-    ctx: &Ctx,
-    cur: &Value,
-    m: &Mutation,
-    sub: Option<&str>,
-) -> Result<Value, ApiError> {
+fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Result<Value, ApiError> {
     let mut new = ctx.out(cur);
     match m {
         Mutation::Replace(v) => Ok(v.clone()),
@@ -894,7 +756,11 @@ fn apply_mutation(
                 "application/json-patch+json" => {
                     patch::json_patch(&mut new, p).map_err(|e| {
                         if e.contains("test") || e.contains("Test") {
-                            ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+                            ApiError::new(
+                                422,
+                                "Invalid",
+                                format!("the server rejected our request due to an error in our request: {e}"),
+                            )
                         } else {
                             ApiError::new(422, "Invalid", e)
                         }
@@ -915,15 +781,7 @@ fn apply_mutation(
             if sub == Some("status") {
                 cfgv = json!({"apiVersion": cfgv.get("apiVersion"), "kind": cfgv.get("kind"), "metadata": cfgv.get("metadata"), "status": cfgv.get("status")});
             }
-            match apply::apply(
-                Some(&new),
-                &cfgv,
-                &ctx.manager,
-                &ctx.api_version(),
-                *force,
-                &now(),
-                sub.unwrap_or(""),
-            ) {
+            match apply::apply(Some(&new), &cfgv, &ctx.manager, &ctx.api_version(), *force, &now(), sub.unwrap_or("")) {
                 Ok(v) => Ok(v),
                 Err(conflicts) => Err(apply_conflict(ctx, cur, conflicts)),
             }
@@ -932,27 +790,17 @@ fn apply_mutation(
 }
 
 fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> ApiError {
-    let name = cur
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default();
+    let name = cur.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
     let msg = if conflicts.len() == 1 {
         let c = &conflicts[0];
-        format!(
-            "Apply failed with 1 conflict: conflict with \"{}\" using {}: {}",
-            c.manager, c.api_version, c.field
-        )
+        format!("Apply failed with 1 conflict: conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.field)
     } else {
         let mut s = format!("Apply failed with {} conflicts:", conflicts.len());
         let mut by: Vec<(String, String, Vec<String>)> = Vec::new();
         for c in &conflicts {
             match by.iter_mut().find(|(m, _, _)| *m == c.manager) {
                 Some(e) => e.2.push(c.field.clone()),
-                None => by.push((
-                    c.manager.clone(),
-                    c.api_version.clone(),
-                    vec![c.field.clone()],
-                )),
+                None => by.push((c.manager.clone(), c.api_version.clone(), vec![c.field.clone()])),
             }
         }
         for (m, av, fs) in by {
@@ -971,12 +819,7 @@ fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> Ap
 }
 
 /// Updates an object through a mutation (PUT / PATCH / apply), on the main resource or `status`.
-pub fn update(
-    ctx: &Ctx,
-    name: &str,
-    m: Mutation,
-    sub: Option<&str>,
-) -> Result<(Value, bool), ApiError> {
+pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(Value, bool), ApiError> {
     for _attempt in 0..16 {
         let cur = {
             let st = ctx.server.inner.state.lock().unwrap();
@@ -990,16 +833,8 @@ pub fn update(
                 if cfgv.pointer("/metadata/name").is_none() {
                     cfgv["metadata"]["name"] = name.into();
                 }
-                let mut obj = apply::apply(
-                    None,
-                    &cfgv,
-                    &ctx.manager,
-                    &ctx.api_version(),
-                    true,
-                    &now(),
-                    "",
-                )
-                .map_err(|_| ApiError::internal("apply"))?;
+                let mut obj = apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now(), "")
+                    .map_err(|_| ApiError::internal("apply"))?;
                 if let Some(md) = obj["metadata"].as_object_mut() {
                     md.remove("resourceVersion");
                 }
@@ -1009,24 +844,14 @@ pub fn update(
         };
         let mut new = apply_mutation(ctx, &cur, &m, sub)?;
         if !new.is_object() {
-            return Err(ApiError::bad_request(
-                "the object provided is not a JSON object",
-            ));
+            return Err(ApiError::bad_request("the object provided is not a JSON object"));
         }
         if ctx.events_api() {
             new = super::events::to_storage(&new);
         }
         // Preconditions and immutable metadata.
-        let body_rv = new
-            .pointer("/metadata/resourceVersion")
-            .and_then(|r| r.as_str())
-            .unwrap_or_default()
-            .to_string();
-        let cur_rv = cur
-            .pointer("/metadata/resourceVersion")
-            .and_then(|r| r.as_str())
-            .unwrap_or_default()
-            .to_string();
+        let body_rv = new.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
+        let cur_rv = cur.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
         let explicit_rv = match &m {
             Mutation::Replace(_) => !body_rv.is_empty(),
             Mutation::Patch(..) | Mutation::Apply(..) => !body_rv.is_empty() && body_rv != cur_rv,
@@ -1034,10 +859,7 @@ pub fn update(
         if explicit_rv && body_rv != cur_rv {
             return Err(ApiError::conflict(&ctx.rname(), name));
         }
-        let cur_uid = cur
-            .pointer("/metadata/uid")
-            .and_then(|u| u.as_str())
-            .unwrap_or_default();
+        let cur_uid = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
         if let Some(uid) = new.pointer("/metadata/uid").and_then(|u| u.as_str())
             && !uid.is_empty()
             && uid != cur_uid
@@ -1111,8 +933,7 @@ pub fn update(
                     &[(
                         "FieldValueForbidden".into(),
                         "metadata.finalizers".into(),
-                        "Forbidden: no new finalizers can be added if the object is being deleted"
-                            .into(),
+                        "Forbidden: no new finalizers can be added if the object is being deleted".into(),
                     )],
                 ));
             }
@@ -1157,11 +978,7 @@ pub fn update(
             validate_metadata(&ctx.rt, name, &new)?;
         }
         if ctx.rt.crd {
-            let scope = if sub == Some("status") {
-                Scope::Status
-            } else {
-                Scope::Main
-            };
+            let scope = if sub == Some("status") { Scope::Status } else { Scope::Main };
             let old_out = ctx.out(&cur);
             new["apiVersion"] = ctx.api_version().into();
             validate_custom(ctx, &mut new, Some(&old_out), scope)?;
@@ -1171,41 +988,22 @@ pub fn update(
             && sub != Some("status")
             && strip_status_for_spec(&new) != strip_status_for_spec(&cur)
         {
-            let g = cur
-                .pointer("/metadata/generation")
-                .and_then(|g| g.as_i64())
-                .unwrap_or(0);
+            let g = cur.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(0);
             new["metadata"]["generation"] = (g + 1).into();
         }
         let ts = now();
         if !matches!(m, Mutation::Apply(..)) {
-            apply::record_update(
-                Some(&cur),
-                &mut new,
-                &ctx.manager,
-                &ctx.api_version(),
-                sub.unwrap_or(""),
-                &ts,
-            );
+            apply::record_update(Some(&cur), &mut new, &ctx.manager, &ctx.api_version(), sub.unwrap_or(""), &ts);
         }
         new["metadata"]["resourceVersion"] = cur_rv.clone().into();
         if new == *cur {
             // No-op updates do not bump the resourceVersion (like kube-apiserver).
             return Ok((ctx.out(&cur), false));
         }
-        admit(
-            ctx,
-            AdmissionOperation::Update,
-            sub,
-            name,
-            Some(&new),
-            Some(&cur),
-        )?;
+        admit(ctx, AdmissionOperation::Update, sub, name, Some(&new), Some(&cur))?;
         let mut st = ctx.server.inner.state.lock().unwrap();
         let now_cur = st.get_key(&ctx.key(), &ctx.ns_key(), name);
-        if now_cur
-            .as_ref()
-            .map(|c| c.pointer("/metadata/resourceVersion").cloned())
+        if now_cur.as_ref().map(|c| c.pointer("/metadata/resourceVersion").cloned())
             != Some(Some(Value::String(cur_rv.clone())))
         {
             if matches!(m, Mutation::Replace(_)) && explicit_rv {
@@ -1218,10 +1016,7 @@ pub fn update(
         }
         let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
         let spec_fins_done = !(ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces")
-            || new
-                .pointer("/spec/finalizers")
-                .and_then(|f| f.as_array())
-                .is_none_or(|a| a.is_empty());
+            || new.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
         if deleting && finalizers(&new).is_empty() && spec_fins_done {
             let out = ctx.out(&new);
             st.commit(&ctx.key(), &ctx.ns_key(), name, None);
@@ -1245,11 +1040,7 @@ pub fn update(
 pub fn finalizers(o: &Value) -> Vec<String> {
     o.pointer("/metadata/finalizers")
         .and_then(|f| f.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
         .unwrap_or_default()
 }
 
@@ -1273,10 +1064,7 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     }
     .ok_or_else(|| ApiError::not_found(&ctx.rname(), name))?;
     if let Some(uid) = &opts.uid {
-        let have = cur
-            .pointer("/metadata/uid")
-            .and_then(|u| u.as_str())
-            .unwrap_or_default();
+        let have = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
         if uid != have {
             return Err(ApiError::conflict_msg(
                 &ctx.rname(),
@@ -1293,10 +1081,7 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
         }
     }
     if let Some(rv) = &opts.rv {
-        let have = cur
-            .pointer("/metadata/resourceVersion")
-            .and_then(|u| u.as_str())
-            .unwrap_or_default();
+        let have = cur.pointer("/metadata/resourceVersion").and_then(|u| u.as_str()).unwrap_or_default();
         if rv != have {
             return Err(ApiError::conflict_msg(
                 &ctx.rname(),
@@ -1312,14 +1097,7 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
             ));
         }
     }
-    admit(
-        ctx,
-        AdmissionOperation::Delete,
-        None,
-        name,
-        None,
-        Some(&cur),
-    )?;
+    admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
     if ctx.dry_run {
         return Ok(ctx.out(&cur));
     }
@@ -1334,10 +1112,7 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     }
     let ns_done = is_ns
         && cur.pointer("/metadata/deletionTimestamp").is_some()
-        && cur
-            .pointer("/spec/finalizers")
-            .and_then(|f| f.as_array())
-            .is_none_or(|a| a.is_empty());
+        && cur.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
     let mut st = ctx.server.inner.state.lock().unwrap();
     if fins.is_empty() && (!is_ns || ns_done) {
         let mut out = ctx.out(&cur);
@@ -1359,11 +1134,7 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     if is_ns {
         new["status"]["phase"] = "Terminating".into();
     }
-    let stored = if new == *cur {
-        cur.clone()
-    } else {
-        st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new))
-    };
+    let stored = if new == *cur { cur.clone() } else { st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new)) };
     drop(st);
     gc::after_delete(ctx.server);
     Ok(ctx.out(&stored))
@@ -1374,10 +1145,7 @@ fn manager_name(q: &HashMap<String, String>, headers: &http::HeaderMap) -> Strin
     if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
         return m.clone();
     }
-    let ua = headers
-        .get("user-agent")
-        .and_then(|u| u.to_str().ok())
-        .unwrap_or("unknown");
+    let ua = headers.get("user-agent").and_then(|u| u.to_str().ok()).unwrap_or("unknown");
     ua.split('/').next().unwrap_or("unknown").to_string()
 }
 
@@ -1387,17 +1155,15 @@ pub fn parse_body(body: &[u8], ct: &str) -> Result<Value, ApiError> {
         return Ok(Value::Null);
     }
     if ct.contains("protobuf") {
-        return super::protobuf::decode_envelope(body)
-            .map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
+        return super::protobuf::decode_envelope(body).map_err(|m| ApiError::new(415, "UnsupportedMediaType", m));
     }
     if ct.contains("yaml") {
         let s = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
         return serde_saphyr::from_str::<Value>(s)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-    })
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
 }
 
 /// The verb of a resource request (kube's RequestInfo verbs).
@@ -1433,9 +1199,7 @@ pub async fn handle_resource(
         return error_response(&ApiError::no_route());
     };
     if rt.namespaced != info.namespace.is_some()
-        && !(rt.namespaced
-            && info.name.is_none()
-            && matches!(verb, "list" | "watch" | "deletecollection"))
+        && !(rt.namespaced && info.name.is_none() && matches!(verb, "list" | "watch" | "deletecollection"))
     {
         return error_response(&ApiError::no_route());
     }
@@ -1462,12 +1226,7 @@ pub async fn handle_resource(
         .unwrap_or("")
         .trim()
         .to_string();
-    let accept = req
-        .headers()
-        .get("accept")
-        .and_then(|c| c.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let accept = req.headers().get("accept").and_then(|c| c.to_str().ok()).unwrap_or("").to_string();
     let form = if accept.contains("as=Table") {
         Form::Table
     } else if accept.contains("as=PartialObjectMetadata") {
@@ -1510,11 +1269,7 @@ pub async fn handle_resource(
         };
     }
     if sub == Some("log") {
-        return Response::builder()
-            .status(200)
-            .header("content-type", "text/plain")
-            .body(full(""))
-            .unwrap();
+        return Response::builder().status(200).header("content-type", "text/plain").body(full("")).unwrap();
     }
     if sub == Some("scale") {
         return super::scale::handle(&ctx, req, info, verb, &ct);
@@ -1536,13 +1291,8 @@ pub async fn handle_resource(
             Err(e) => Err(e),
         },
         "update" => match parse_body(req.body(), &ct) {
-            Ok(b) => update(
-                &ctx,
-                info.name.as_deref().unwrap(),
-                Mutation::Replace(b),
-                sub,
-            )
-            .map(|(v, created)| (if created { 201 } else { 200 }, v)),
+            Ok(b) => update(&ctx, info.name.as_deref().unwrap(), Mutation::Replace(b), sub)
+                .map(|(v, created)| (if created { 201 } else { 200 }, v)),
             Err(e) => Err(e),
         },
         "patch" => {
@@ -1571,9 +1321,7 @@ pub async fn handle_resource(
                 }
             } else {
                 match parse_body(req.body(), "json") {
-                    Ok(b) => {
-                        update(&ctx, name, Mutation::Patch(&ct, &b), sub).map(|(v, _)| (200, v))
-                    }
+                    Ok(b) => update(&ctx, name, Mutation::Patch(&ct, &b), sub).map(|(v, _)| (200, v)),
                     Err(e) => Err(e),
                 }
             }
@@ -1596,10 +1344,7 @@ pub async fn handle_resource(
         Ok((code, v)) => match form {
             Form::Table if verb == "get" || verb == "list" => {
                 let include = q.get("includeObject").cloned().unwrap_or_default();
-                json_response(
-                    code,
-                    &super::table::to_table(&rt, &v, verb == "list", &include),
-                )
+                json_response(code, &super::table::to_table(&rt, &v, verb == "list", &include))
             }
             Form::Metadata if verb == "get" => json_response(code, &partial_metadata(&v)),
             Form::Metadata if verb == "list" => {
@@ -1626,34 +1371,18 @@ fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
     let ns = ctx.ns_key();
     let pdbs: Vec<Value> = {
         let st = ctx.server.inner.state.lock().unwrap();
-        st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns))
-            .iter()
-            .map(|p| (**p).clone())
-            .collect()
+        st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns)).iter().map(|p| (**p).clone()).collect()
     };
     for pdb in pdbs {
         let sel = LabelSelector::from_json(pdb.pointer("/spec/selector").unwrap_or(&Value::Null));
         if sel.0.is_empty() || !sel.matches(&pod) {
             continue;
         }
-        let allowed = pdb
-            .pointer("/status/disruptionsAllowed")
-            .and_then(|d| d.as_i64())
-            .unwrap_or(0);
-        let pdb_name = pdb
-            .pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default()
-            .to_string();
+        let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(|d| d.as_i64()).unwrap_or(0);
+        let pdb_name = pdb.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
         if allowed < 1 {
-            let desired = pdb
-                .pointer("/status/desiredHealthy")
-                .and_then(|d| d.as_i64())
-                .unwrap_or(0);
-            let current = pdb
-                .pointer("/status/currentHealthy")
-                .and_then(|d| d.as_i64())
-                .unwrap_or(0);
+            let desired = pdb.pointer("/status/desiredHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
+            let current = pdb.pointer("/status/currentHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
             let mut e = ApiError::new(
                 429,
                 "TooManyRequests",
@@ -1665,22 +1394,15 @@ fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
             return Err(e);
         }
         if !ctx.dry_run {
-            ctx.server
-                .with_system_ctx("policy", "poddisruptionbudgets", Some(&ns), |pctx| {
-                    let patch = json!({"status": {"disruptionsAllowed": allowed - 1}});
-                    let _ = update(
-                        pctx,
-                        &pdb_name,
-                        Mutation::Patch("application/merge-patch+json", &patch),
-                        Some("status"),
-                    );
-                });
+            ctx.server.with_system_ctx("policy", "poddisruptionbudgets", Some(&ns), |pctx| {
+                let patch = json!({"status": {"disruptionsAllowed": allowed - 1}});
+                let _ =
+                    update(pctx, &pdb_name, Mutation::Patch("application/merge-patch+json", &patch), Some("status"));
+            });
         }
     }
     delete(ctx, name, &DeleteOpts::default())?;
-    Ok(
-        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-    )
+    Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
 }
 
 /// Representation requested through `Accept`.
@@ -1700,29 +1422,13 @@ pub fn partial_metadata(o: &Value) -> Value {
 }
 
 /// Deletes every object matching the selectors; returns the list of deleted objects.
-pub fn deletecollection(
-    ctx: &Ctx,
-    lopts: &ListOpts,
-    dopts: &DeleteOpts,
-) -> Result<Value, ApiError> {
-    let all = ListOpts {
-        labels: lopts.labels.clone(),
-        fields: lopts.fields.clone(),
-        limit: 0,
-        cont: None,
-    };
+pub fn deletecollection(ctx: &Ctx, lopts: &ListOpts, dopts: &DeleteOpts) -> Result<Value, ApiError> {
+    let all = ListOpts { labels: lopts.labels.clone(), fields: lopts.fields.clone(), limit: 0, cont: None };
     let (items, rv, _, _) = list_raw(ctx, &all)?;
     let mut out = Vec::new();
     for it in items {
-        let name = it
-            .pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default()
-            .to_string();
-        let ns = it
-            .pointer("/metadata/namespace")
-            .and_then(|n| n.as_str())
-            .map(String::from);
+        let name = it.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+        let ns = it.pointer("/metadata/namespace").and_then(|n| n.as_str()).map(String::from);
         let c2 = Ctx {
             server: ctx.server,
             user: ctx.user,
@@ -1749,12 +1455,8 @@ pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListO
     Ok(ListOpts {
         labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
             .map_err(ApiError::bad_request)?,
-        fields: FieldSelector::parse(
-            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
-            &rt.group,
-            &rt.plural,
-        )
-        .map_err(ApiError::bad_request)?,
+        fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.group, &rt.plural)
+            .map_err(ApiError::bad_request)?,
         limit: q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
         cont: q.get("continue").cloned(),
     })
@@ -1762,10 +1464,8 @@ pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListO
 
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
     let b: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let orphan = b
-        .get("orphanDependents")
-        .and_then(|o| o.as_bool())
-        .or_else(|| q.get("orphanDependents").map(|o| o == "true"));
+    let orphan =
+        b.get("orphanDependents").and_then(|o| o.as_bool()).or_else(|| q.get("orphanDependents").map(|o| o == "true"));
     DeleteOpts {
         propagation: b
             .get("propagationPolicy")
@@ -1773,14 +1473,8 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
             .map(String::from)
             .or_else(|| q.get("propagationPolicy").cloned())
             .or_else(|| (orphan == Some(true)).then(|| "Orphan".to_string())),
-        uid: b
-            .pointer("/preconditions/uid")
-            .and_then(|u| u.as_str())
-            .map(String::from),
-        rv: b
-            .pointer("/preconditions/resourceVersion")
-            .and_then(|u| u.as_str())
-            .map(String::from),
+        uid: b.pointer("/preconditions/uid").and_then(|u| u.as_str()).map(String::from),
+        rv: b.pointer("/preconditions/resourceVersion").and_then(|u| u.as_str()).map(String::from),
     }
 }
 
@@ -1793,17 +1487,8 @@ impl ApiServer {
         ns: Option<&str>,
         obj: Value,
     ) -> Result<Value, ApiError> {
-        let rt = self
-            .inner
-            .state
-            .lock()
-            .unwrap()
-            .resource(group, plural)
-            .ok_or_else(ApiError::no_route)?;
-        let user = UserInfo {
-            name: "system:apiserver".into(),
-            groups: vec!["system:masters".into()],
-        };
+        let rt = self.inner.state.lock().unwrap().resource(group, plural).ok_or_else(ApiError::no_route)?;
+        let user = UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()] };
         let ctx = Ctx {
             server: self,
             user: &user,
@@ -1850,8 +1535,5 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Display,
 {
-    b.collect()
-        .await
-        .map(|c| c.to_bytes())
-        .map_err(|e| e.to_string())
+    b.collect().await.map(|c| c.to_bytes()).map_err(|e| e.to_string())
 }

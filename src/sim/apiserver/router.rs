@@ -9,36 +9,26 @@ use serde_json::json;
 
 use super::requestlog::RequestRecord;
 use super::rest::{
-    Body, ResInfo, error_response, handle_resource, json_response, parse_query,
-    parse_resource_path, verb_of,
+    Body, ResInfo, error_response, handle_resource, json_response, parse_query, parse_resource_path, verb_of,
 };
 use super::status::ApiError;
 use super::{ApiServer, UserInfo, discovery, rbac};
 
 fn accepts_aggregated(req: &Request<Bytes>) -> bool {
-    req.headers()
-        .get("accept")
-        .and_then(|a| a.to_str().ok())
-        .is_some_and(|a| a.contains("as=APIGroupDiscoveryList"))
+    req.headers().get("accept").and_then(|a| a.to_str().ok()).is_some_and(|a| a.contains("as=APIGroupDiscoveryList"))
 }
 
 fn aggregated_response(v: &serde_json::Value) -> Response<Body> {
     let mut r = json_response(200, v);
     r.headers_mut().insert(
         "content-type",
-        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-            .parse()
-            .unwrap(),
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList".parse().unwrap(),
     );
     r
 }
 
 /// Handles one request; `user` is None when authentication failed.
-pub async fn handle(
-    server: ApiServer,
-    req: Request<Bytes>,
-    user: Option<UserInfo>,
-) -> Response<Body> {
+pub async fn handle(server: ApiServer, req: Request<Bytes>, user: Option<UserInfo>) -> Response<Body> {
     let start = Instant::now();
     let path = req.uri().path().to_string();
     let q = parse_query(req.uri().query());
@@ -53,31 +43,13 @@ pub async fn handle(
         ),
         None => (req.method().as_str().to_lowercase(), path.clone()),
     };
-    let ua = req
-        .headers()
-        .get("user-agent")
-        .and_then(|u| u.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let resp = route(
-        &server,
-        &req,
-        user.as_ref(),
-        info.as_ref(),
-        &verb,
-        &resource,
-        &path,
-    )
-    .await;
+    let ua = req.headers().get("user-agent").and_then(|u| u.to_str().ok()).unwrap_or_default().to_string();
+    let resp = route(&server, &req, user.as_ref(), info.as_ref(), &verb, &resource, &path).await;
     server.inner.log.record(RequestRecord {
         verb,
         resource,
         namespace: info.as_ref().and_then(|i| i.namespace.clone()),
-        path: req
-            .uri()
-            .path_and_query()
-            .map(|p| p.to_string())
-            .unwrap_or(path),
+        path: req.uri().path_and_query().map(|p| p.to_string()).unwrap_or(path),
         code: resp.status().as_u16(),
         user: user.map(|u| u.name).unwrap_or_default(),
         user_agent: ua,
@@ -132,10 +104,7 @@ async fn route(
     };
     // Namespaces are cluster-scoped, but access to one namespace object is checked in that namespace.
     let attrs = if info.resource == "namespaces" && info.group.is_empty() && info.name.is_some() {
-        rbac::Attributes {
-            namespace: info.name.clone().unwrap_or_default(),
-            ..attrs
-        }
+        rbac::Attributes { namespace: info.name.clone().unwrap_or_default(), ..attrs }
     } else {
         attrs
     };
@@ -181,12 +150,7 @@ fn discovery_route(server: &ApiServer, req: &Request<Bytes>, path: &str) -> Resp
 }
 
 /// `/_sim/faults` (GET rules, POST a rule, DELETE all), `/_sim/cut-watches`, `/_sim/requests` (counters).
-fn sim_admin(
-    server: &ApiServer,
-    req: &Request<Bytes>,
-    user: &UserInfo,
-    what: &str,
-) -> Response<Body> {
+fn sim_admin(server: &ApiServer, req: &Request<Bytes>, user: &UserInfo, what: &str) -> Response<Body> {
     if !user.is_master() {
         return error_response(&ApiError::new(
             403,
@@ -196,17 +160,11 @@ fn sim_admin(
     }
     let faults = server.faults();
     match (req.method().clone(), what) {
-        (Method::GET, "faults") => json_response(
-            200,
-            &serde_json::to_value(faults.rules()).unwrap_or_default(),
-        ),
+        (Method::GET, "faults") => json_response(200, &serde_json::to_value(faults.rules()).unwrap_or_default()),
         (Method::POST, "faults") => match serde_json::from_slice::<super::FaultRule>(req.body()) {
             Ok(r) => {
                 faults.add(r);
-                json_response(
-                    201,
-                    &serde_json::to_value(faults.rules()).unwrap_or_default(),
-                )
+                json_response(201, &serde_json::to_value(faults.rules()).unwrap_or_default())
             }
             Err(e) => error_response(&ApiError::bad_request(e.to_string())),
         },

@@ -4,9 +4,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use serde_json::{Value, json};
 
-use super::rest::{
-    Body, Ctx, Mutation, ResInfo, error_response, json_response, parse_body, update,
-};
+use super::rest::{Body, Ctx, Mutation, ResInfo, error_response, json_response, parse_body, update};
 use super::selectors::LabelSelector;
 use super::status::ApiError;
 
@@ -33,14 +31,8 @@ fn path_set(o: &mut Value, path: &str, v: Value) {
 fn to_scale(ctx: &Ctx, obj: &Value) -> Value {
     let sp = ctx.rt.scale.as_ref().unwrap();
     let selector = match &sp.label_selector {
-        Some(p) => path_get(obj, p)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string(),
-        None => obj
-            .pointer("/spec/selector")
-            .map(|s| LabelSelector::from_json(s).to_string_form())
-            .unwrap_or_default(),
+        Some(p) => path_get(obj, p).and_then(|v| v.as_str()).unwrap_or_default().to_string(),
+        None => obj.pointer("/spec/selector").map(|s| LabelSelector::from_json(s).to_string_form()).unwrap_or_default(),
     };
     let md = &obj["metadata"];
     let mut meta = json!({"name": md["name"], "uid": md["uid"], "resourceVersion": md["resourceVersion"], "creationTimestamp": md["creationTimestamp"]});
@@ -55,13 +47,7 @@ fn to_scale(ctx: &Ctx, obj: &Value) -> Value {
 }
 
 /// Handles GET/PUT/PATCH on `.../{name}/scale`.
-pub fn handle(
-    ctx: &Ctx,
-    req: &Request<Bytes>,
-    info: &ResInfo,
-    verb: &str,
-    ct: &str,
-) -> Response<Body> {
+pub fn handle(ctx: &Ctx, req: &Request<Bytes>, info: &ResInfo, verb: &str, ct: &str) -> Response<Body> {
     let name = info.name.as_deref().unwrap_or_default();
     let res = (|| -> Result<Value, ApiError> {
         let cur = super::rest::get(ctx, name)?;
@@ -73,41 +59,26 @@ pub fn handle(
                 let p = parse_body(req.body(), ct)?;
                 let mut s = cur_scale.clone();
                 match ct {
-                    "application/json-patch+json" => super::patch::json_patch(&mut s, &p)
-                        .map_err(|e| ApiError::new(422, "Invalid", e))?,
+                    "application/json-patch+json" => {
+                        super::patch::json_patch(&mut s, &p).map_err(|e| ApiError::new(422, "Invalid", e))?
+                    }
                     "application/apply-patch+yaml"
                     | "application/merge-patch+json"
-                    | "application/strategic-merge-patch+json" => {
-                        super::patch::merge_patch(&mut s, &p)
-                    }
+                    | "application/strategic-merge-patch+json" => super::patch::merge_patch(&mut s, &p),
                     other => return Err(ApiError::unsupported_media(other)),
                 }
                 s
             }
             _ => return Err(ApiError::method_not_allowed()),
         };
-        let want_rv = new_scale
-            .pointer("/metadata/resourceVersion")
-            .and_then(|r| r.as_str())
-            .unwrap_or_default();
-        if !want_rv.is_empty()
-            && Some(want_rv)
-                != cur
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(|r| r.as_str())
-        {
+        let want_rv = new_scale.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default();
+        if !want_rv.is_empty() && Some(want_rv) != cur.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()) {
             return Err(ApiError::conflict(
-                &super::status::ResourceName {
-                    group: &ctx.rt.group,
-                    resource: &ctx.rt.plural,
-                },
+                &super::status::ResourceName { group: &ctx.rt.group, resource: &ctx.rt.plural },
                 name,
             ));
         }
-        let replicas = new_scale
-            .pointer("/spec/replicas")
-            .and_then(|r| r.as_i64())
-            .unwrap_or(0);
+        let replicas = new_scale.pointer("/spec/replicas").and_then(|r| r.as_i64()).unwrap_or(0);
         if replicas < 0 {
             return Err(ApiError::invalid(
                 "Scale",
@@ -121,11 +92,7 @@ pub fn handle(
             ));
         }
         let mut obj = cur.clone();
-        path_set(
-            &mut obj,
-            &ctx.rt.scale.as_ref().unwrap().spec_replicas,
-            replicas.into(),
-        );
+        path_set(&mut obj, &ctx.rt.scale.as_ref().unwrap().spec_replicas, replicas.into());
         let (stored, _) = update(ctx, name, Mutation::Replace(obj), None)?;
         Ok(to_scale(ctx, &stored))
     })();

@@ -42,28 +42,17 @@ fn split_top(s: &str) -> Vec<String> {
         }
     }
     out.push(cur);
-    out.into_iter()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
+    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
 }
 
 fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
 }
 
 fn parse_set(s: &str) -> Option<Vec<String>> {
     let s = s.trim();
     let inner = s.strip_prefix('(')?.strip_suffix(')')?;
-    Some(
-        inner
-            .split(',')
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .collect(),
-    )
+    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
 }
 
 impl LabelSelector {
@@ -71,11 +60,7 @@ impl LabelSelector {
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
-            let err = || {
-                format!(
-                    "unable to parse requirement: found '{part}', expected: valid label selector"
-                )
-            };
+            let err = || format!("unable to parse requirement: found '{part}', expected: valid label selector");
             if let Some(k) = part.strip_prefix('!') {
                 let k = k.trim();
                 if !valid_key(k) {
@@ -95,15 +80,9 @@ impl LabelSelector {
                 let set = parse_set(&part[idx + 4..]).ok_or_else(err)?;
                 reqs.push(LabelReq::In(part[..idx].trim().into(), set));
             } else if let Some((k, v)) = part.split_once('>') {
-                reqs.push(LabelReq::Gt(
-                    k.trim().into(),
-                    v.trim().parse().map_err(|_| err())?,
-                ));
+                reqs.push(LabelReq::Gt(k.trim().into(), v.trim().parse().map_err(|_| err())?));
             } else if let Some((k, v)) = part.split_once('<') {
-                reqs.push(LabelReq::Lt(
-                    k.trim().into(),
-                    v.trim().parse().map_err(|_| err())?,
-                ));
+                reqs.push(LabelReq::Lt(k.trim().into(), v.trim().parse().map_err(|_| err())?));
             } else {
                 if !valid_key(&part) {
                     return Err(err());
@@ -111,10 +90,7 @@ impl LabelSelector {
                 reqs.push(LabelReq::Exists(part.clone()));
             }
             let key = match reqs.last().unwrap() {
-                LabelReq::In(k, _)
-                | LabelReq::NotIn(k, _)
-                | LabelReq::Exists(k)
-                | LabelReq::NotExists(k) => k,
+                LabelReq::In(k, _) | LabelReq::NotIn(k, _) | LabelReq::Exists(k) | LabelReq::NotExists(k) => k,
                 LabelReq::Gt(k, _) | LabelReq::Lt(k, _) => k,
             };
             if !valid_key(key) {
@@ -129,33 +105,18 @@ impl LabelSelector {
         let mut reqs = Vec::new();
         if let Some(m) = v.get("matchLabels").and_then(|m| m.as_object()) {
             for (k, val) in m {
-                reqs.push(LabelReq::In(
-                    k.clone(),
-                    vec![val.as_str().unwrap_or_default().into()],
-                ));
+                reqs.push(LabelReq::In(k.clone(), vec![val.as_str().unwrap_or_default().into()]));
             }
         }
         if let Some(exprs) = v.get("matchExpressions").and_then(|m| m.as_array()) {
             for e in exprs {
-                let k = e
-                    .get("key")
-                    .and_then(|k| k.as_str())
-                    .unwrap_or_default()
-                    .to_string();
+                let k = e.get("key").and_then(|k| k.as_str()).unwrap_or_default().to_string();
                 let vals: Vec<String> = e
                     .get("values")
                     .and_then(|v| v.as_array())
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.as_str().map(String::from))
-                            .collect()
-                    })
+                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
                     .unwrap_or_default();
-                match e
-                    .get("operator")
-                    .and_then(|o| o.as_str())
-                    .unwrap_or_default()
-                {
+                match e.get("operator").and_then(|o| o.as_str()).unwrap_or_default() {
                     "In" => reqs.push(LabelReq::In(k, vals)),
                     "NotIn" => reqs.push(LabelReq::NotIn(k, vals)),
                     "Exists" => reqs.push(LabelReq::Exists(k)),
@@ -194,12 +155,8 @@ impl LabelSelector {
             LabelReq::NotIn(k, vals) => get(k).is_none_or(|v| !vals.iter().any(|x| x == v)),
             LabelReq::Exists(k) => get(k).is_some(),
             LabelReq::NotExists(k) => get(k).is_none(),
-            LabelReq::Gt(k, n) => get(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|v| v > *n),
-            LabelReq::Lt(k, n) => get(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|v| v < *n),
+            LabelReq::Gt(k, n) => get(k).and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v > *n),
+            LabelReq::Lt(k, n) => get(k).and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v < *n),
         })
     }
 }
@@ -269,22 +226,13 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
-                ));
+                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
             };
             let k = k.trim();
-            if k != "metadata.name"
-                && k != "metadata.namespace"
-                && !supported_fields(group, plural).contains(&k)
-            {
+            if k != "metadata.name" && k != "metadata.namespace" && !supported_fields(group, plural).contains(&k) {
                 return Err(format!("field label not supported: {k}"));
             }
-            let k = if group == "events.k8s.io" {
-                super::events::storage_field(k)
-            } else {
-                k.to_string()
-            };
+            let k = if group == "events.k8s.io" { super::events::storage_field(k) } else { k.to_string() };
             out.push((k, eq, v.trim().to_string()));
         }
         Ok(FieldSelector(out))
@@ -301,11 +249,9 @@ impl FieldSelector {
                 Some(Value::String(s)) => s.clone(),
                 Some(Value::Bool(b)) => b.to_string(),
                 Some(Value::Number(n)) => n.to_string(),
-                Some(Value::Object(o)) if path == "source" => o
-                    .get("component")
-                    .and_then(|c| c.as_str())
-                    .unwrap_or_default()
-                    .to_string(),
+                Some(Value::Object(o)) if path == "source" => {
+                    o.get("component").and_then(|c| c.as_str()).unwrap_or_default().to_string()
+                }
                 _ => String::new(),
             };
             (have == *want) == *eq
@@ -334,11 +280,7 @@ mod tests {
             ("n>4", true),
             ("missing!=x", true),
         ] {
-            assert_eq!(
-                LabelSelector::parse(sel).unwrap().matches(&o),
-                want,
-                "{sel}"
-            );
+            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
         }
         assert!(LabelSelector::parse("a in b").is_err());
     }

@@ -29,11 +29,7 @@ pub struct ResourceName<'a> {
 impl ResourceName<'_> {
     /// `resource` or `resource.group` as kube-apiserver prints a GroupResource.
     pub fn qualified(&self) -> String {
-        if self.group.is_empty() {
-            self.resource.to_string()
-        } else {
-            format!("{}.{}", self.resource, self.group)
-        }
+        if self.group.is_empty() { self.resource.to_string() } else { format!("{}.{}", self.resource, self.group) }
     }
 
     fn details(&self, name: &str) -> Value {
@@ -52,33 +48,19 @@ impl ResourceName<'_> {
 impl ApiError {
     /// Plain error with code, reason and message.
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        ApiError {
-            code,
-            reason: reason.into(),
-            message: message.into(),
-            details: None,
-            retry_after: None,
-        }
+        ApiError { code, reason: reason.into(), message: message.into(), details: None, retry_after: None }
     }
 
     /// `404 NotFound`: `configmaps "x" not found`.
     pub fn not_found(r: &ResourceName, name: &str) -> Self {
-        let mut e = Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{}\" not found", r.qualified(), name),
-        );
+        let mut e = Self::new(404, "NotFound", format!("{} \"{}\" not found", r.qualified(), name));
         e.details = Some(r.details(name));
         e
     }
 
     /// `409 AlreadyExists`.
     pub fn already_exists(r: &ResourceName, name: &str) -> Self {
-        let mut e = Self::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{}\" already exists", r.qualified(), name),
-        );
+        let mut e = Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", r.qualified(), name));
         e.details = Some(r.details(name));
         e
     }
@@ -110,43 +92,18 @@ impl ApiError {
     }
 
     /// `422 Invalid` with field causes. `kind` is the Kind, `group` its API group.
-    pub fn invalid(
-        kind: &str,
-        group: &str,
-        name: &str,
-        causes: &[(String, String, String)],
-    ) -> Self {
+    pub fn invalid(kind: &str, group: &str, name: &str, causes: &[(String, String, String)]) -> Self {
         // causes: (reason, field, message-without-field-prefix)
-        let qual = if group.is_empty() {
-            kind.to_string()
-        } else {
-            format!("{kind}.{group}")
-        };
+        let qual = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
         let body = if causes.len() == 1 {
             let (_, f, m) = &causes[0];
-            if f.is_empty() {
-                m.clone()
-            } else {
-                format!("{f}: {m}")
-            }
+            if f.is_empty() { m.clone() } else { format!("{f}: {m}") }
         } else {
-            let parts: Vec<String> = causes
-                .iter()
-                .map(|(_, f, m)| {
-                    if f.is_empty() {
-                        m.clone()
-                    } else {
-                        format!("{f}: {m}")
-                    }
-                })
-                .collect();
+            let parts: Vec<String> =
+                causes.iter().map(|(_, f, m)| if f.is_empty() { m.clone() } else { format!("{f}: {m}") }).collect();
             format!("[{}]", parts.join(", "))
         };
-        let mut e = Self::new(
-            422,
-            "Invalid",
-            format!("{qual} \"{name}\" is invalid: {body}"),
-        );
+        let mut e = Self::new(422, "Invalid", format!("{qual} \"{name}\" is invalid: {body}"));
         let mut d = serde_json::Map::new();
         d.insert("name".into(), json!(name));
         if !group.is_empty() {
@@ -155,12 +112,7 @@ impl ApiError {
         d.insert("kind".into(), json!(kind));
         d.insert(
             "causes".into(),
-            Value::Array(
-                causes
-                    .iter()
-                    .map(|(r, f, m)| json!({"reason": r, "message": m, "field": f}))
-                    .collect(),
-            ),
+            Value::Array(causes.iter().map(|(r, f, m)| json!({"reason": r, "message": m, "field": f})).collect()),
         );
         e.details = Some(Value::Object(d));
         e
@@ -180,31 +132,19 @@ impl ApiError {
 
     /// `405 MethodNotAllowed`.
     pub fn method_not_allowed() -> Self {
-        Self::new(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        )
+        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
     }
 
     /// `404` for an unknown path (kube-apiserver's generic answer).
     pub fn no_route() -> Self {
-        let mut e = Self::new(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        );
+        let mut e = Self::new(404, "NotFound", "the server could not find the requested resource");
         e.details = Some(json!({}));
         e
     }
 
     /// `410 Gone` / Expired: `too old resource version: X (Y)`.
     pub fn gone(requested: u64, oldest: u64) -> Self {
-        Self::new(
-            410,
-            "Expired",
-            format!("too old resource version: {requested} ({oldest})"),
-        )
+        Self::new(410, "Expired", format!("too old resource version: {requested} ({oldest})"))
     }
 
     /// `401 Unauthorized`.
@@ -226,11 +166,7 @@ impl ApiError {
     /// `500 InternalError`.
     pub fn internal(msg: impl Into<String>) -> Self {
         let m = msg.into();
-        let mut e = Self::new(
-            500,
-            "InternalError",
-            format!("Internal error occurred: {m}"),
-        );
+        let mut e = Self::new(500, "InternalError", format!("Internal error occurred: {m}"));
         e.details = Some(json!({"causes": [{"message": m}]}));
         e
     }
@@ -250,11 +186,7 @@ impl ApiError {
             s["details"] = d.clone();
         }
         if let Some(ra) = self.retry_after {
-            let d = s
-                .as_object_mut()
-                .unwrap()
-                .entry("details")
-                .or_insert_with(|| json!({}));
+            let d = s.as_object_mut().unwrap().entry("details").or_insert_with(|| json!({}));
             d["retryAfterSeconds"] = json!(ra);
         }
         s

@@ -149,17 +149,14 @@ impl State {
             history_cap: history_cap.max(1),
         };
         for t in builtin_types() {
-            st.types
-                .insert((t.group.clone(), t.plural.clone()), Arc::new(t));
+            st.types.insert((t.group.clone(), t.plural.clone()), Arc::new(t));
         }
         st
     }
 
     /// Looks a resource type up.
     pub fn resource(&self, group: &str, plural: &str) -> Option<Arc<ResourceType>> {
-        self.types
-            .get(&(group.to_string(), plural.to_string()))
-            .cloned()
+        self.types.get(&(group.to_string(), plural.to_string())).cloned()
     }
 
     /// Gets an object.
@@ -173,11 +170,7 @@ impl State {
 
     /// Gets an object by storage key.
     pub fn get_key(&self, key: &Key, ns: &str, name: &str) -> Option<Arc<Value>> {
-        self.data
-            .get(key)?
-            .objects
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+        self.data.get(key)?.objects.get(&(ns.to_string(), name.to_string())).cloned()
     }
 
     /// Objects after `after` (exclusive, as (namespace, name)), optionally in one namespace, in order.
@@ -233,14 +226,7 @@ impl State {
                 o["metadata"]["resourceVersion"] = Value::String(rv.to_string());
                 let o = Arc::new(o);
                 coll.objects.insert(k, o.clone());
-                (
-                    if prev.is_some() {
-                        EventType::Modified
-                    } else {
-                        EventType::Added
-                    },
-                    o,
-                )
+                (if prev.is_some() { EventType::Modified } else { EventType::Added }, o)
             }
             None => {
                 coll.objects.remove(&k);
@@ -251,13 +237,7 @@ impl State {
                 (EventType::Deleted, Arc::new(last))
             }
         };
-        let ev = Arc::new(Event {
-            kind,
-            rv,
-            obj: stored.clone(),
-            prev,
-            encoded: Default::default(),
-        });
+        let ev = Arc::new(Event { kind, rv, obj: stored.clone(), prev, encoded: Default::default() });
         coll.history.push_back(ev.clone());
         while coll.history.len() > self.history_cap {
             let old = coll.history.pop_front().unwrap();
@@ -289,15 +269,7 @@ impl State {
         tx: UnboundedSender<WatchItem>,
     ) -> Result<u64, ApiError> {
         self.next_watcher += 1;
-        let w = Watcher {
-            id: self.next_watcher,
-            key: key.clone(),
-            namespace,
-            labels,
-            fields,
-            bookmarks,
-            tx,
-        };
+        let w = Watcher { id: self.next_watcher, key: key.clone(), namespace, labels, fields, bookmarks, tx };
         let coll = self.data.entry(key.clone()).or_default();
         match from_rv {
             Some(rv) => {
@@ -313,8 +285,7 @@ impl State {
             None => {
                 for o in coll.objects.values() {
                     if w.matches(o) {
-                        let _ =
-                            w.tx.send(WatchItem::Event(EventType::Added, o.clone(), None));
+                        let _ = w.tx.send(WatchItem::Event(EventType::Added, o.clone(), None));
                     }
                 }
                 if initial_end_bookmark {

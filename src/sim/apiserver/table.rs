@@ -17,11 +17,7 @@ pub fn human_duration(secs: i64) -> String {
     let m = s / 60;
     if m < 10 {
         let rs = s % 60;
-        return if rs == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m{rs}s")
-        };
+        return if rs == 0 { format!("{m}m") } else { format!("{m}m{rs}s") };
     }
     if m < 180 {
         return format!("{m}m");
@@ -29,11 +25,7 @@ pub fn human_duration(secs: i64) -> String {
     let h = m / 60;
     if h < 8 {
         let rm = m % 60;
-        return if rm == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{rm}m")
-        };
+        return if rm == 0 { format!("{h}h") } else { format!("{h}h{rm}m") };
     }
     if h < 48 {
         return format!("{h}h");
@@ -41,11 +33,7 @@ pub fn human_duration(secs: i64) -> String {
     let d = h / 24;
     if h < 24 * 8 {
         let rh = h % 24;
-        return if rh == 0 {
-            format!("{d}d")
-        } else {
-            format!("{d}d{rh}h")
-        };
+        return if rh == 0 { format!("{d}d") } else { format!("{d}d{rh}h") };
     }
     if d < 365 * 2 {
         return format!("{d}d");
@@ -53,11 +41,7 @@ pub fn human_duration(secs: i64) -> String {
     let y = d / 365;
     if d < 365 * 8 {
         let rd = d % 365;
-        return if rd == 0 {
-            format!("{y}y")
-        } else {
-            format!("{y}y{rd}d")
-        };
+        return if rd == 0 { format!("{y}y") } else { format!("{y}y{rd}d") };
     }
     format!("{y}y")
 }
@@ -71,11 +55,7 @@ fn age_of(ts: &str) -> String {
 
 /// Evaluates a kubectl-style JSONPath (`.a.b`, `.a[0]`, `.a[*].b`, `.a[?(@.type=="Ready")].status`).
 pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
-    let path = path
-        .trim()
-        .trim_start_matches('{')
-        .trim_end_matches('}')
-        .trim_start_matches('$');
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
     let mut cur = vec![obj.clone()];
     let mut rest = path;
     while !rest.is_empty() {
@@ -93,10 +73,7 @@ pub fn jsonpath(obj: &Value, path: &str) -> Vec<Value> {
             let inner = &r[..end];
             rest = &r[end + 1..];
             if inner == "*" {
-                cur = cur
-                    .iter()
-                    .flat_map(|v| v.as_array().cloned().unwrap_or_default())
-                    .collect();
+                cur = cur.iter().flat_map(|v| v.as_array().cloned().unwrap_or_default()).collect();
             } else if let Some(f) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
                 let (lhs, rhs, neq) = match f.split_once("!=") {
                     Some((l, r)) => (l, r, true),
@@ -151,71 +128,38 @@ fn builtin_cell(key: &str, o: &Value) -> Value {
     let i = |p: &str| o.pointer(p).and_then(|v| v.as_i64()).unwrap_or(0);
     match key {
         "@pod.ready" => {
-            let cs = o
-                .pointer("/status/containerStatuses")
-                .and_then(|c| c.as_array())
-                .cloned()
-                .unwrap_or_default();
-            let total = o
-                .pointer("/spec/containers")
-                .and_then(|c| c.as_array())
-                .map(|a| a.len())
-                .unwrap_or(0);
-            let ready = cs
-                .iter()
-                .filter(|c| c.get("ready").and_then(|r| r.as_bool()) == Some(true))
-                .count();
+            let cs = o.pointer("/status/containerStatuses").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+            let total = o.pointer("/spec/containers").and_then(|c| c.as_array()).map(|a| a.len()).unwrap_or(0);
+            let ready = cs.iter().filter(|c| c.get("ready").and_then(|r| r.as_bool()) == Some(true)).count();
             json!(format!("{ready}/{total}"))
         }
         "@pod.status" => {
             if o.pointer("/metadata/deletionTimestamp").is_some() {
                 return json!("Terminating");
             }
-            let cs = o
-                .pointer("/status/containerStatuses")
-                .and_then(|c| c.as_array())
-                .cloned()
-                .unwrap_or_default();
+            let cs = o.pointer("/status/containerStatuses").and_then(|c| c.as_array()).cloned().unwrap_or_default();
             for c in &cs {
                 if let Some(r) = c.pointer("/state/waiting/reason").and_then(|r| r.as_str()) {
                     return json!(r);
                 }
-                if let Some(r) = c
-                    .pointer("/state/terminated/reason")
-                    .and_then(|r| r.as_str())
-                {
+                if let Some(r) = c.pointer("/state/terminated/reason").and_then(|r| r.as_str()) {
                     return json!(r);
                 }
             }
             let reason = s(o.pointer("/status/reason"));
-            json!(if reason.is_empty() {
-                s(o.pointer("/status/phase"))
-            } else {
-                reason
-            })
+            json!(if reason.is_empty() { s(o.pointer("/status/phase")) } else { reason })
         }
         "@pod.restarts" => {
             let n: i64 = o
                 .pointer("/status/containerStatuses")
                 .and_then(|c| c.as_array())
-                .map(|a| {
-                    a.iter()
-                        .map(|c| c.get("restartCount").and_then(|r| r.as_i64()).unwrap_or(0))
-                        .sum()
-                })
+                .map(|a| a.iter().map(|c| c.get("restartCount").and_then(|r| r.as_i64()).unwrap_or(0)).sum())
                 .unwrap_or(0);
             json!(n.to_string())
         }
         "@count.data" => {
-            let n = o
-                .get("data")
-                .and_then(|d| d.as_object())
-                .map(|d| d.len())
-                .unwrap_or(0)
-                + o.get("binaryData")
-                    .and_then(|d| d.as_object())
-                    .map(|d| d.len())
-                    .unwrap_or(0);
+            let n = o.get("data").and_then(|d| d.as_object()).map(|d| d.len()).unwrap_or(0)
+                + o.get("binaryData").and_then(|d| d.as_object()).map(|d| d.len()).unwrap_or(0);
             json!(n)
         }
         "@pvc.modes" => {
@@ -242,10 +186,7 @@ fn builtin_cell(key: &str, o: &Value) -> Value {
                 .pointer("/spec/externalIPs")
                 .and_then(|e| e.as_array())
                 .map(|a| a.iter().map(|x| s(Some(x))).collect::<Vec<_>>().join(","));
-            json!(
-                ext.filter(|e| !e.is_empty())
-                    .unwrap_or_else(|| "<none>".into())
-            )
+            json!(ext.filter(|e| !e.is_empty()).unwrap_or_else(|| "<none>".into()))
         }
         "@svc.ports" => {
             let ports: Vec<String> = o
@@ -263,99 +204,50 @@ fn builtin_cell(key: &str, o: &Value) -> Value {
                         .collect()
                 })
                 .unwrap_or_default();
-            json!(if ports.is_empty() {
-                "<none>".to_string()
-            } else {
-                ports.join(",")
-            })
+            json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") })
         }
         "@svc.selector" => {
             let sel = o
                 .pointer("/spec/selector")
                 .and_then(|s| s.as_object())
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", s(Some(v))))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                });
-            json!(
-                sel.filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "<none>".into())
-            )
+                .map(|m| m.iter().map(|(k, v)| format!("{k}={}", s(Some(v)))).collect::<Vec<_>>().join(","));
+            json!(sel.filter(|s| !s.is_empty()).unwrap_or_else(|| "<none>".into()))
         }
         "@ep.addresses" => {
             let mut addrs = Vec::new();
-            for sub in o
-                .get("subsets")
-                .and_then(|s| s.as_array())
-                .cloned()
-                .unwrap_or_default()
-            {
-                for a in sub
-                    .get("addresses")
-                    .and_then(|a| a.as_array())
-                    .cloned()
-                    .unwrap_or_default()
-                {
-                    for p in sub
-                        .get("ports")
-                        .and_then(|a| a.as_array())
-                        .cloned()
-                        .unwrap_or_default()
-                    {
+            for sub in o.get("subsets").and_then(|s| s.as_array()).cloned().unwrap_or_default() {
+                for a in sub.get("addresses").and_then(|a| a.as_array()).cloned().unwrap_or_default() {
+                    for p in sub.get("ports").and_then(|a| a.as_array()).cloned().unwrap_or_default() {
                         addrs.push(format!("{}:{}", s(a.get("ip")), i64_of(p.get("port"))));
                     }
                 }
             }
-            json!(if addrs.is_empty() {
-                "<none>".to_string()
-            } else {
-                addrs.join(",")
-            })
+            json!(if addrs.is_empty() { "<none>".to_string() } else { addrs.join(",") })
         }
         "@node.status" => {
             let ready = o
                 .pointer("/status/conditions")
                 .and_then(|c| c.as_array())
-                .and_then(|a| {
-                    a.iter()
-                        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))
-                })
+                .and_then(|a| a.iter().find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready")))
                 .and_then(|c| c.get("status").and_then(|s| s.as_str()).map(String::from));
-            json!(if ready.as_deref() == Some("True") {
-                "Ready"
-            } else {
-                "NotReady"
-            })
+            json!(if ready.as_deref() == Some("True") { "Ready" } else { "NotReady" })
         }
         "@node.roles" => {
             let roles: Vec<String> = o
                 .pointer("/metadata/labels")
                 .and_then(|l| l.as_object())
                 .map(|l| {
-                    l.keys()
-                        .filter_map(|k| {
-                            k.strip_prefix("node-role.kubernetes.io/").map(String::from)
-                        })
-                        .collect()
+                    l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/").map(String::from)).collect()
                 })
                 .unwrap_or_default();
-            json!(if roles.is_empty() {
-                "<none>".to_string()
-            } else {
-                roles.join(",")
-            })
+            json!(if roles.is_empty() { "<none>".to_string() } else { roles.join(",") })
         }
         "@event.lastseen" => {
             let ts = o
                 .get("lastTimestamp")
                 .and_then(|t| t.as_str())
                 .or_else(|| o.get("eventTime").and_then(|t| t.as_str()))
-                .or_else(|| {
-                    o.pointer("/metadata/creationTimestamp")
-                        .and_then(|t| t.as_str())
-                });
+                .or_else(|| o.pointer("/metadata/creationTimestamp").and_then(|t| t.as_str()));
             json!(ts.map(age_of).unwrap_or_else(|| "<unknown>".into()))
         }
         "@event.object" => json!(format!(
@@ -366,16 +258,10 @@ fn builtin_cell(key: &str, o: &Value) -> Value {
         "@ready.replicas" => json!(format!(
             "{}/{}",
             i("/status/readyReplicas"),
-            o.pointer("/spec/replicas")
-                .and_then(|r| r.as_i64())
-                .unwrap_or(1)
+            o.pointer("/spec/replicas").and_then(|r| r.as_i64()).unwrap_or(1)
         )),
         "@containers.names" | "@containers.images" => {
-            let f = if key.ends_with("names") {
-                "name"
-            } else {
-                "image"
-            };
+            let f = if key.ends_with("names") { "name" } else { "image" };
             let v: Vec<String> = o
                 .pointer("/spec/template/spec/containers")
                 .and_then(|c| c.as_array())
@@ -384,11 +270,7 @@ fn builtin_cell(key: &str, o: &Value) -> Value {
             json!(v.join(","))
         }
         "@job.status" => {
-            let conds = o
-                .pointer("/status/conditions")
-                .and_then(|c| c.as_array())
-                .cloned()
-                .unwrap_or_default();
+            let conds = o.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
             let has = |t: &str| {
                 conds.iter().any(|c| {
                     c.get("type").and_then(|x| x.as_str()) == Some(t)
@@ -408,15 +290,9 @@ fn builtin_cell(key: &str, o: &Value) -> Value {
         "@job.completions" => json!(format!(
             "{}/{}",
             i("/status/succeeded"),
-            o.pointer("/spec/completions")
-                .and_then(|c| c.as_i64())
-                .unwrap_or(1)
+            o.pointer("/spec/completions").and_then(|c| c.as_i64()).unwrap_or(1)
         )),
-        "@binding.role" => json!(format!(
-            "{}/{}",
-            s(o.pointer("/roleRef/kind")),
-            s(o.pointer("/roleRef/name"))
-        )),
+        "@binding.role" => json!(format!("{}/{}", s(o.pointer("/roleRef/kind")), s(o.pointer("/roleRef/name")))),
         _ => Value::Null,
     }
 }
@@ -438,12 +314,7 @@ fn cell(c: &PrinterColumn, o: &Value) -> Value {
         return Value::Null;
     }
     if c.type_ == "date" {
-        return json!(
-            vals[0]
-                .as_str()
-                .map(age_of)
-                .unwrap_or_else(|| "<unknown>".into())
-        );
+        return json!(vals[0].as_str().map(age_of).unwrap_or_else(|| "<unknown>".into()));
     }
     if vals.len() == 1 {
         return match (&vals[0], c.type_.as_str()) {
@@ -451,12 +322,7 @@ fn cell(c: &PrinterColumn, o: &Value) -> Value {
             (v, _) => v.clone(),
         };
     }
-    json!(
-        vals.iter()
-            .map(|v| s(Some(v)))
-            .collect::<Vec<_>>()
-            .join(",")
-    )
+    json!(vals.iter().map(|v| s(Some(v))).collect::<Vec<_>>().join(","))
 }
 
 fn row(rt: &ResourceType, o: &Value, include: &str) -> Value {
@@ -494,10 +360,7 @@ pub fn to_table(rt: &ResourceType, v: &Value, is_list: bool, include: &str) -> V
             .unwrap_or_default();
         (rows, v.get("metadata").cloned().unwrap_or(json!({})))
     } else {
-        (
-            vec![row(rt, v, include)],
-            json!({"resourceVersion": v.pointer("/metadata/resourceVersion")}),
-        )
+        (vec![row(rt, v, include)], json!({"resourceVersion": v.pointer("/metadata/resourceVersion")}))
     };
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": defs, "rows": rows})
 }
@@ -508,19 +371,11 @@ mod tests {
 
     #[test]
     fn jsonpath_filters_conditions() {
-        let o = json!({"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"BackupReady","status":"False"}]}});
-        assert_eq!(
-            jsonpath(&o, ".status.conditions[?(@.type==\"BackupReady\")].status"),
-            vec![json!("False")]
-        );
-        assert_eq!(
-            jsonpath(&o, ".status.conditions[?(@.type == \"Ready\")].status"),
-            vec![json!("True")]
-        );
-        assert_eq!(
-            jsonpath(&o, ".status.conditions[0].type"),
-            vec![json!("Ready")]
-        );
+        let o =
+            json!({"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"BackupReady","status":"False"}]}});
+        assert_eq!(jsonpath(&o, ".status.conditions[?(@.type==\"BackupReady\")].status"), vec![json!("False")]);
+        assert_eq!(jsonpath(&o, ".status.conditions[?(@.type == \"Ready\")].status"), vec![json!("True")]);
+        assert_eq!(jsonpath(&o, ".status.conditions[0].type"), vec![json!("Ready")]);
         assert!(jsonpath(&o, ".spec.replicas").is_empty());
     }
 

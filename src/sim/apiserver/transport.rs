@@ -101,10 +101,7 @@ fn authenticate(server: &ApiServer, req: &mut Request<Incoming>) -> Option<UserI
         return user;
     }
     let h = req.headers().get("authorization")?.to_str().ok()?;
-    let token = h
-        .strip_prefix("Bearer ")
-        .or_else(|| h.strip_prefix("bearer "))?
-        .trim();
+    let token = h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer "))?.trim();
     server.user_by_token(token)
 }
 
@@ -136,19 +133,13 @@ pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<
                         let bytes: Bytes = match collect_body(body).await {
                             Ok(b) => b,
                             Err(e) => {
-                                return Ok::<_, Infallible>(error_response(&ApiError::bad_request(
-                                    e,
-                                )));
+                                return Ok::<_, Infallible>(error_response(&ApiError::bad_request(e)));
                             }
                         };
-                        Ok(
-                            super::router::handle(server, Request::from_parts(parts, bytes), user)
-                                .await,
-                        )
+                        Ok(super::router::handle(server, Request::from_parts(parts, bytes), user).await)
                     }
                 });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc);
+                let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
                 tokio::select! {
                     _ = conn => {}
                     _ = stop.changed() => {}
@@ -157,10 +148,5 @@ pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<
             });
         }
     });
-    Ok(HttpEndpoint {
-        url: format!("http://{local}"),
-        port: local.port(),
-        addr: local,
-        shutdown: tx,
-    })
+    Ok(HttpEndpoint { url: format!("http://{local}"), port: local.port(), addr: local, shutdown: tx })
 }

@@ -21,28 +21,17 @@ fn encode(kind: &str, obj: &Value) -> Bytes {
 }
 
 /// Serves a watch request.
-pub async fn serve(
-    ctx: &Ctx<'_>,
-    q: &HashMap<String, String>,
-    info: &ResInfo,
-    form: Form,
-) -> Response<Body> {
+pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, form: Form) -> Response<Body> {
     let mut opts = match list_opts(q, &ctx.rt) {
         Ok(o) => o,
         Err(e) => return error_response(&e),
     };
     if let Some(name) = &info.name {
-        opts.fields
-            .0
-            .push(("metadata.name".into(), true, name.clone()));
+        opts.fields.0.push(("metadata.name".into(), true, name.clone()));
     }
-    let bookmarks = q
-        .get("allowWatchBookmarks")
-        .is_some_and(|b| b == "true" || b == "1");
+    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
     let send_initial = q.get("sendInitialEvents").is_some_and(|b| b == "true");
-    if send_initial
-        && (!bookmarks || q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan"))
-    {
+    if send_initial && (!bookmarks || q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan")) {
         return error_response(&ApiError::invalid("ListOptions", "meta.k8s.io", "", &[(
             "FieldValueForbidden".into(),
             "sendInitialEvents".into(),
@@ -77,22 +66,11 @@ pub async fn serve(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let registered = {
         let mut st = ctx.server.inner.state.lock().unwrap();
-        st.watch(
-            &ctx.rt.storage_key(),
-            ctx.ns.clone(),
-            opts.labels,
-            opts.fields,
-            bookmarks,
-            from_rv,
-            send_initial,
-            tx,
-        )
+        st.watch(&ctx.rt.storage_key(), ctx.ns.clone(), opts.labels, opts.fields, bookmarks, from_rv, send_initial, tx)
     };
     let (btx, brx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(256);
-    let body = StreamBody::new(futures::stream::unfold(brx, |mut rx| async move {
-        rx.recv().await.map(|f| (f, rx))
-    }))
-    .boxed_unsync();
+    let body = StreamBody::new(futures::stream::unfold(brx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) }))
+        .boxed_unsync();
     let resp = Response::builder()
         .status(200)
         .header("content-type", "application/json")

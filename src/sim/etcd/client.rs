@@ -135,10 +135,11 @@ impl EtcdClient {
             .body(Full::new(Bytes::from(body.to_string())))
             .map_err(|e| self.decode_err(path, e.to_string()))?;
         let fut = async {
-            let resp = self.http.request(req).await.map_err(|e| EtcdError::Unavailable {
-                endpoint: self.endpoint.clone(),
-                message: error_chain(&e),
-            })?;
+            let resp = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| EtcdError::Unavailable { endpoint: self.endpoint.clone(), message: error_chain(&e) })?;
             let status = resp.status();
             let bytes = resp
                 .into_body()
@@ -186,9 +187,7 @@ impl EtcdClient {
 
     /// Puts `key = value`; returns the new store revision.
     pub async fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<i64, EtcdError> {
-        let v = self
-            .call("/v3/kv/put", json!({"key": B64.encode(key), "value": B64.encode(value)}))
-            .await?;
+        let v = self.call("/v3/kv/put", json!({"key": B64.encode(key), "value": B64.encode(value)})).await?;
         Ok(int(&v["header"]["revision"]))
     }
 
@@ -201,9 +200,7 @@ impl EtcdClient {
     /// Reads every key starting with `prefix` (an empty prefix reads everything).
     pub async fn get_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Vec<KeyValue>, EtcdError> {
         let (key, end) = prefix_range(prefix.as_ref());
-        let v = self
-            .call("/v3/kv/range", json!({"key": B64.encode(key), "range_end": B64.encode(end)}))
-            .await?;
+        let v = self.call("/v3/kv/range", json!({"key": B64.encode(key), "range_end": B64.encode(end)})).await?;
         self.kvs(&v, "/v3/kv/range")
     }
 
@@ -226,8 +223,7 @@ impl EtcdClient {
 
     /// Compacts the key history up to `revision`.
     pub async fn compact(&self, revision: i64) -> Result<(), EtcdError> {
-        self.call("/v3/kv/compaction", json!({"revision": revision.to_string(), "physical": true}))
-            .await?;
+        self.call("/v3/kv/compaction", json!({"revision": revision.to_string(), "physical": true})).await?;
         Ok(())
     }
 
@@ -239,9 +235,7 @@ impl EtcdClient {
 
     /// Adds a member (optionally as a learner); returns it.
     pub async fn member_add(&self, peer_urls: &[String], learner: bool) -> Result<Member, EtcdError> {
-        let v = self
-            .call("/v3/cluster/member/add", json!({"peerURLs": peer_urls, "isLearner": learner}))
-            .await?;
+        let v = self.call("/v3/cluster/member/add", json!({"peerURLs": peer_urls, "isLearner": learner})).await?;
         Ok(member(&v["member"]))
     }
 
@@ -294,8 +288,7 @@ impl EtcdClient {
 
     /// Defragments this member's backend database.
     pub async fn defragment(&self) -> Result<(), EtcdError> {
-        self.call_raw("/v3/maintenance/defragment", json!({}), self.timeout.max(Duration::from_secs(30)))
-            .await?;
+        self.call_raw("/v3/maintenance/defragment", json!({}), self.timeout.max(Duration::from_secs(30))).await?;
         Ok(())
     }
 
@@ -364,9 +357,7 @@ pub fn prefix_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
 
 fn member(v: &Value) -> Member {
     let strings = |f: &str| -> Vec<String> {
-        v[f].as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
-            .unwrap_or_default()
+        v[f].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
     };
     Member {
         id: uint(&v["ID"]),

@@ -135,7 +135,8 @@ impl LocalCluster {
     pub async fn add_learner(&mut self) -> Result<(usize, u64), EtcdError> {
         let i = self.members.len();
         let name = format!("{}-{i}", self.opts.name_prefix);
-        let mut cfg = MemberConfig::new(&name, self.root.join(&name).join("data"), self.root.join(format!("{name}.log")));
+        let mut cfg =
+            MemberConfig::new(&name, self.root.join(&name).join("data"), self.root.join(format!("{name}.log")));
         cfg.heartbeat_ms = self.opts.heartbeat_ms;
         cfg.election_ms = self.opts.election_ms;
         cfg.initial_cluster_state = ClusterState::Existing;
@@ -168,10 +169,9 @@ impl LocalCluster {
 async fn promote_when_synced(cluster: &LocalCluster, id: u64, timeout: Duration) -> Result<(), EtcdError> {
     let deadline = Instant::now() + timeout;
     loop {
-        let client = cluster.any_client().ok_or_else(|| EtcdError::Unavailable {
-            endpoint: "-".into(),
-            message: "no running member".into(),
-        })?;
+        let client = cluster
+            .any_client()
+            .ok_or_else(|| EtcdError::Unavailable { endpoint: "-".into(), message: "no running member".into() })?;
         match client.member_promote(id).await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() < deadline => {
@@ -214,7 +214,9 @@ pub async fn add_member_retrying(
     let deadline = Instant::now() + timeout;
     loop {
         match client.member_add(peer_urls, learner).await {
-            Err(EtcdError::Server { message, .. }) if message.contains("unhealthy cluster") && Instant::now() < deadline => {
+            Err(EtcdError::Server { message, .. })
+                if message.contains("unhealthy cluster") && Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             other => return other,

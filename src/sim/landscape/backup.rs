@@ -79,10 +79,8 @@ impl ObjectStore {
     /// Every snapshot, oldest first.
     pub fn list(&self) -> Vec<SnapshotInfo> {
         let Ok(rd) = std::fs::read_dir(&self.dir) else { return Vec::new() };
-        let mut v: Vec<SnapshotInfo> = rd
-            .flatten()
-            .filter_map(|e| SnapshotInfo::parse(&e.file_name().to_string_lossy()))
-            .collect();
+        let mut v: Vec<SnapshotInfo> =
+            rd.flatten().filter_map(|e| SnapshotInfo::parse(&e.file_name().to_string_lossy())).collect();
         v.sort_by_key(|s| (s.last_revision, s.created_on, s.kind == SnapshotKind::Incr));
         v
     }
@@ -90,11 +88,13 @@ impl ObjectStore {
     /// The newest full snapshot and the deltas taken after it (in order).
     pub fn latest_chain(&self) -> Option<(SnapshotInfo, Vec<SnapshotInfo>)> {
         let all = self.list();
-        let full = all.iter().filter(|s| s.kind == SnapshotKind::Full).max_by_key(|s| (s.last_revision, s.created_on))?.clone();
-        let deltas = all
-            .into_iter()
-            .filter(|s| s.kind == SnapshotKind::Incr && s.start_revision > full.last_revision)
-            .collect();
+        let full = all
+            .iter()
+            .filter(|s| s.kind == SnapshotKind::Full)
+            .max_by_key(|s| (s.last_revision, s.created_on))?
+            .clone();
+        let deltas =
+            all.into_iter().filter(|s| s.kind == SnapshotKind::Incr && s.start_revision > full.last_revision).collect();
         Some((full, deltas))
     }
 
@@ -165,7 +165,12 @@ impl ObjectStore {
             snap_name: String::new(),
         };
         let info = SnapshotInfo { snap_name: name(&info), ..info };
-        let delta = Delta { events: changed.iter().map(|kv: &KeyValue| (B64.encode(&kv.key), B64.encode(&kv.value), kv.mod_revision)).collect() };
+        let delta = Delta {
+            events: changed
+                .iter()
+                .map(|kv: &KeyValue| (B64.encode(&kv.key), B64.encode(&kv.value), kv.mod_revision))
+                .collect(),
+        };
         let dest = self.path(&info);
         std::fs::create_dir_all(&self.dir).map_err(|e| EtcdError::io_pub("create", &self.dir, e))?;
         std::fs::write(&dest, serde_json::to_vec(&delta).unwrap_or_default())
@@ -205,7 +210,13 @@ mod tests {
     #[test]
     fn latest_chain_is_the_newest_full_and_the_deltas_after_it() {
         let dir = tempfile::tempdir().unwrap();
-        for n in ["Full-00000000-00000010-100", "Incr-00000011-00000012-101", "Full-00000000-00000020-102", "Incr-00000021-00000025-103", "junk"] {
+        for n in [
+            "Full-00000000-00000010-100",
+            "Incr-00000011-00000012-101",
+            "Full-00000000-00000020-102",
+            "Incr-00000021-00000025-103",
+            "junk",
+        ] {
             std::fs::write(dir.path().join(n), b"x").unwrap();
         }
         let store = ObjectStore::new(dir.path());

@@ -173,7 +173,13 @@ pub fn parse_go_duration(s: &str) -> Option<SignedDuration> {
     Some(SignedDuration::from_secs_f64(total))
 }
 
-async fn reconcile(client: &Client, ns: &str, name: &str, mut obj: DynamicObject, faults: &IssuanceFaults) -> Result<(), kube::Error> {
+async fn reconcile(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    mut obj: DynamicObject,
+    faults: &IssuanceFaults,
+) -> Result<(), kube::Error> {
     let cert: Certificate = match serde_json::to_value(&obj).ok().and_then(|v| serde_json::from_value(v).ok()) {
         Some(c) => c,
         None => return Ok(()),
@@ -190,7 +196,14 @@ async fn reconcile(client: &Client, ns: &str, name: &str, mut obj: DynamicObject
                 ensure_status(data);
                 data["status"]["lastFailureTime"] = json!(rfc3339(now));
                 data["status"]["failedIssuanceAttempts"] = json!(attempts);
-                set_condition(data, CONDITION_ISSUING, "False", "Failed", "The certificate request has failed to complete and will be retried: issuer is not ready", now);
+                set_condition(
+                    data,
+                    CONDITION_ISSUING,
+                    "False",
+                    "Failed",
+                    "The certificate request has failed to complete and will be retried: issuer is not ready",
+                    now,
+                );
                 api.replace_status(name, &PostParams::default(), &obj).await?;
             } else {
                 issue(client, ns, &cert, &mut obj, now).await?;
@@ -202,12 +215,20 @@ async fn reconcile(client: &Client, ns: &str, name: &str, mut obj: DynamicObject
             if let Some(at) = next_retry_at(status.last_failure_time.map(|t| t.0), status.failed_issuance_attempts)
                 && now >= at
             {
-                set_condition(&mut obj.data, CONDITION_ISSUING, "True", "Retrying", "Retrying issuance after backoff", now);
+                set_condition(
+                    &mut obj.data,
+                    CONDITION_ISSUING,
+                    "True",
+                    "Retrying",
+                    "Retrying issuance after backoff",
+                    now,
+                );
                 api.replace_status(name, &PostParams::default(), &obj).await?;
             }
         }
         _ => {
-            let secret_missing = Api::<Secret>::namespaced(client.clone(), ns).get_opt(&cert.spec.secret_name).await?.is_none();
+            let secret_missing =
+                Api::<Secret>::namespaced(client.clone(), ns).get_opt(&cert.spec.secret_name).await?.is_none();
             let reason = if status.revision.is_none() || secret_missing {
                 Some(("DoesNotExist", "Issuing certificate as Secret does not exist"))
             } else if status.renewal_time.as_ref().is_some_and(|t| now >= t.0) {
@@ -251,7 +272,12 @@ fn remove_condition(data: &mut Value, type_: &str) {
 }
 
 /// A fresh key pair and self-signed certificate valid `[not_before, not_after]`: `(cert PEM, key PEM)`.
-pub fn generate_key_pair(common_name: &str, dns_names: &[String], not_before: Timestamp, not_after: Timestamp) -> Result<(String, String), rcgen::Error> {
+pub fn generate_key_pair(
+    common_name: &str,
+    dns_names: &[String],
+    not_before: Timestamp,
+    not_after: Timestamp,
+) -> Result<(String, String), rcgen::Error> {
     let mut params = rcgen::CertificateParams::new(dns_names.to_vec())?;
     params.distinguished_name.push(rcgen::DnType::CommonName, common_name);
     params.serial_number = Some(rcgen::SerialNumber::from(rand::random::<u64>() >> 1));
@@ -263,7 +289,13 @@ pub fn generate_key_pair(common_name: &str, dns_names: &[String], not_before: Ti
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-async fn issue(client: &Client, ns: &str, cert: &Certificate, obj: &mut DynamicObject, now: Timestamp) -> Result<(), kube::Error> {
+async fn issue(
+    client: &Client,
+    ns: &str,
+    cert: &Certificate,
+    obj: &mut DynamicObject,
+    now: Timestamp,
+) -> Result<(), kube::Error> {
     let duration = cert.spec.duration.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_DURATION);
     // cert-manager renews at 2/3 of the lifetime unless renewBefore says otherwise.
     let renew_before = cert.spec.renew_before.as_deref().and_then(parse_go_duration).unwrap_or(duration / 3);

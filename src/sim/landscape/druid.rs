@@ -17,14 +17,12 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::resources;
-use super::status::{
-    BackupObservation, EtcdObservation, MemberObservation, carry_transition_times, compute_status,
-};
+use super::status::{BackupObservation, EtcdObservation, MemberObservation, carry_transition_times, compute_status};
 use super::{Ctx, LandscapeError, tick};
 use crate::api::Etcd;
 use crate::api::names::{
-    DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY, DRUID_OPERATION, GARDENER_OPERATION, LABEL_PART_OF,
-    OPERATION_RECONCILE, SCALED_TO_MULTI_NODE, SUSPEND_SPEC_RECONCILE,
+    DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY, DRUID_OPERATION, GARDENER_OPERATION,
+    LABEL_PART_OF, OPERATION_RECONCILE, SCALED_TO_MULTI_NODE, SUSPEND_SPEC_RECONCILE,
 };
 
 /// The user the druid actor acts as (exempt from component protection).
@@ -64,16 +62,16 @@ pub fn wants_spec_reconcile(etcd: &Etcd) -> bool {
     if ann.contains_key(SUSPEND_SPEC_RECONCILE) {
         return false;
     }
-    let requested = [GARDENER_OPERATION, DRUID_OPERATION].iter().any(|k| ann.get(*k).map(String::as_str) == Some(OPERATION_RECONCILE));
+    let requested = [GARDENER_OPERATION, DRUID_OPERATION]
+        .iter()
+        .any(|k| ann.get(*k).map(String::as_str) == Some(OPERATION_RECONCILE));
     let observed = etcd.status.as_ref().and_then(|s| s.observed_generation);
     requested || observed.is_none() || observed != etcd.metadata.generation
 }
 
 /// Whether component protection is off for this Etcd.
 pub fn protection_disabled(annotations: &Value) -> bool {
-    [DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY]
-        .iter()
-        .any(|k| annotations.get(*k).is_some())
+    [DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY].iter().any(|k| annotations.get(*k).is_some())
 }
 
 /// The EtcdComponents webhook's verdict on a change by `user` to a resource of kind `resource`
@@ -87,7 +85,14 @@ pub fn component_protection_verdict(
     etcd_annotations: &Value,
 ) -> Result<(), String> {
     const PROTECTED: &[&str] = &[
-        "statefulsets", "configmaps", "services", "leases", "poddisruptionbudgets", "serviceaccounts", "roles", "rolebindings",
+        "statefulsets",
+        "configmaps",
+        "services",
+        "leases",
+        "poddisruptionbudgets",
+        "serviceaccounts",
+        "roles",
+        "rolebindings",
     ];
     if !PROTECTED.contains(&resource) || subresource == Some("status") || exempt_users.contains(&user) {
         return Ok(());
@@ -122,7 +127,8 @@ async fn create_or_patch(client: &Client, ns: &str, obj: Value, patch_existing: 
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar(&group, &version, &kind, &plural));
     match api.get_opt(&name).await.map_err(|e| LandscapeError::kube(format!("get {kind} {ns}/{name}"), e))? {
         None => {
-            let dyn_obj: DynamicObject = serde_json::from_value(obj).map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
+            let dyn_obj: DynamicObject =
+                serde_json::from_value(obj).map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
             match api.create(&PostParams::default(), &dyn_obj).await {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
@@ -152,7 +158,8 @@ async fn reconcile(ctx: &Ctx, client: &Client, etcd: Etcd) -> Result<(), Landsca
     if reconciled_now {
         let replicas = etcd.spec.replicas;
         let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
-        let existing = sts_api.get_opt(&names.statefulset()).await.map_err(|e| LandscapeError::kube("get statefulset", e))?;
+        let existing =
+            sts_api.get_opt(&names.statefulset()).await.map_err(|e| LandscapeError::kube("get statefulset", e))?;
         let mut objects = vec![resources::service_account(&etcd), resources::config_map(&etcd, replicas)];
         objects.extend(resources::services(&etcd));
         objects.push(resources::pod_disruption_budget(&etcd));
@@ -224,7 +231,12 @@ fn status_equal(a: &Value, b: &Value) -> bool {
     a.as_object().is_some_and(|ao| ao.iter().all(|(k, v)| b.get(k) == Some(v)))
 }
 
-async fn observe_status(ctx: &Ctx, client: &Client, etcd: &Etcd, reconciled_now: bool) -> Result<Value, LandscapeError> {
+async fn observe_status(
+    ctx: &Ctx,
+    client: &Client,
+    etcd: &Etcd,
+    reconciled_now: bool,
+) -> Result<Value, LandscapeError> {
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
     let names = etcd.managed_names();
     let sts = Api::<StatefulSet>::namespaced(client.clone(), &ns)
@@ -234,8 +246,14 @@ async fn observe_status(ctx: &Ctx, client: &Client, etcd: &Etcd, reconciled_now:
     let sts_replicas = sts.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas).unwrap_or(0);
     let selector = format!("{LABEL_PART_OF}={}", etcd.metadata.name.clone().unwrap_or_default());
     let lp = ListParams::default().labels(&selector);
-    let leases = Api::<Lease>::namespaced(client.clone(), &ns).list(&lp).await.map_err(|e| LandscapeError::kube("list leases", e))?;
-    let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&lp).await.map_err(|e| LandscapeError::kube("list pods", e))?;
+    let leases = Api::<Lease>::namespaced(client.clone(), &ns)
+        .list(&lp)
+        .await
+        .map_err(|e| LandscapeError::kube("list leases", e))?;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&lp)
+        .await
+        .map_err(|e| LandscapeError::kube("list pods", e))?;
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
         .list(&lp)
         .await
@@ -245,7 +263,10 @@ async fn observe_status(ctx: &Ctx, client: &Client, etcd: &Etcd, reconciled_now:
         pods.items.iter().any(|p| {
             p.metadata.name.as_deref() == Some(n)
                 && p.metadata.deletion_timestamp.is_none()
-                && p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         })
     };
     let members = (0..sts_replicas.max(0) as u32)
@@ -279,17 +300,14 @@ async fn observe_status(ctx: &Ctx, client: &Client, etcd: &Etcd, reconciled_now:
         .map(|i| {
             let n = names.pvc(i);
             let bound = pvcs.items.iter().any(|p| {
-                p.metadata.name.as_deref() == Some(n.as_str()) && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+                p.metadata.name.as_deref() == Some(n.as_str())
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
             });
             (n, bound)
         })
         .collect();
     let current = pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32;
-    let ready = pods
-        .items
-        .iter()
-        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| pod_ready(n)))
-        .count() as i32;
+    let ready = pods.items.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| pod_ready(n))).count() as i32;
     let observed_generation = if reconciled_now {
         etcd.metadata.generation
     } else {
@@ -303,7 +321,10 @@ async fn observe_status(ctx: &Ctx, client: &Client, etcd: &Etcd, reconciled_now:
         members,
         backup,
         volumes,
-        selector: format!("{LABEL_PART_OF}={},app.kubernetes.io/managed-by=etcd-druid", etcd.metadata.name.clone().unwrap_or_default()),
+        selector: format!(
+            "{LABEL_PART_OF}={},app.kubernetes.io/managed-by=etcd-druid",
+            etcd.metadata.name.clone().unwrap_or_default()
+        ),
         selector_labels: [
             (LABEL_PART_OF.to_string(), etcd.metadata.name.clone().unwrap_or_default()),
             ("app.kubernetes.io/managed-by".to_string(), "etcd-druid".to_string()),
@@ -322,13 +343,19 @@ mod tests {
         let on = json!({});
         let off = json!({DISABLE_COMPONENT_PROTECTION: ""});
         assert!(component_protection_verdict("statefulsets", None, true, "alice", &[DRUID_USER], &on).is_err());
-        assert!(component_protection_verdict("statefulsets", Some("scale"), true, "alice", &[DRUID_USER], &on).is_err());
+        assert!(
+            component_protection_verdict("statefulsets", Some("scale"), true, "alice", &[DRUID_USER], &on).is_err()
+        );
         assert!(component_protection_verdict("statefulsets", None, true, "alice", &[DRUID_USER], &off).is_ok());
         assert!(component_protection_verdict("statefulsets", None, true, DRUID_USER, &[DRUID_USER], &on).is_ok());
         assert!(component_protection_verdict("leases", None, true, "alice", &[DRUID_USER], &on).is_ok());
         assert!(component_protection_verdict("leases", None, false, "alice", &[DRUID_USER], &on).is_err());
-        assert!(component_protection_verdict("persistentvolumeclaims", None, false, "alice", &[DRUID_USER], &on).is_ok());
-        assert!(component_protection_verdict("statefulsets", Some("status"), true, "alice", &[DRUID_USER], &on).is_ok());
+        assert!(
+            component_protection_verdict("persistentvolumeclaims", None, false, "alice", &[DRUID_USER], &on).is_ok()
+        );
+        assert!(
+            component_protection_verdict("statefulsets", Some("status"), true, "alice", &[DRUID_USER], &on).is_ok()
+        );
     }
 
     #[test]

@@ -89,9 +89,9 @@ async fn pass(ctx: &Ctx) -> Result<(), LandscapeError> {
         let annotations = d.metadata.annotations.clone().unwrap_or_default();
         if ctx.opts.dwd_dependents.contains(&name) {
             let patch = match scaling_action(replicas, &annotations, lost) {
-                Some(ScalingAction::ScaleDown { previous }) => {
-                    Some(json!({"metadata": {"annotations": {DWD_REPLICAS: previous.to_string()}}, "spec": {"replicas": 0}}))
-                }
+                Some(ScalingAction::ScaleDown { previous }) => Some(
+                    json!({"metadata": {"annotations": {DWD_REPLICAS: previous.to_string()}}, "spec": {"replicas": 0}}),
+                ),
                 Some(ScalingAction::ScaleUp { replicas }) => {
                     Some(json!({"metadata": {"annotations": {DWD_REPLICAS: null}}, "spec": {"replicas": replicas}}))
                 }
@@ -105,7 +105,10 @@ async fn pass(ctx: &Ctx) -> Result<(), LandscapeError> {
         }
         let ready = if name == "kube-apiserver" && lost { 0 } else { replicas };
         let st = d.status.clone().unwrap_or_default();
-        if st.replicas != Some(replicas) || st.ready_replicas.unwrap_or(0) != ready || st.observed_generation != d.metadata.generation {
+        if st.replicas != Some(replicas)
+            || st.ready_replicas.unwrap_or(0) != ready
+            || st.observed_generation != d.metadata.generation
+        {
             let status = json!({"status": {"replicas": replicas, "readyReplicas": ready, "availableReplicas": ready,
                 "updatedReplicas": replicas, "observedGeneration": d.metadata.generation}});
             let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;

@@ -66,9 +66,9 @@ async fn pass(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
     };
     if let Ok(tasks) = tasks_api.list(&ListParams::default()).await {
         for t in tasks.items {
-            let done = t.data["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| (c["type"] == "Succeeded" || c["type"] == "Failed") && c["status"] == "True"));
+            let done = t.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| (c["type"] == "Succeeded" || c["type"] == "Failed") && c["status"] == "True")
+            });
             if done {
                 continue;
             }
@@ -99,14 +99,20 @@ async fn compact(ctx: &Ctx, client: &Client, etcd: &Etcd, job_name: &str) {
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
     let start = jiff::Timestamp::now().to_string();
     let _ = jobs
-        .patch_status(job_name, &PatchParams::default(), &Patch::Merge(&json!({"status": {"startTime": start, "active": 1}})))
+        .patch_status(
+            job_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"startTime": start, "active": 1}})),
+        )
         .await;
     let result = compact_store(ctx, client, etcd).await;
     let now = jiff::Timestamp::now().to_string();
     let status = match &result {
-        Ok(msg) => json!({"status": {"active": 0, "succeeded": 1, "startTime": start, "completionTime": now, "conditions": [
+        Ok(msg) => {
+            json!({"status": {"active": 0, "succeeded": 1, "startTime": start, "completionTime": now, "conditions": [
             {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "message": msg, "lastTransitionTime": now, "lastProbeTime": now},
-            {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": msg, "lastTransitionTime": now, "lastProbeTime": now}]}}),
+            {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": msg, "lastTransitionTime": now, "lastProbeTime": now}]}})
+        }
         Err(e) => json!({"status": {"active": 0, "failed": 1, "startTime": start, "conditions": [
             {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": e, "lastTransitionTime": now, "lastProbeTime": now},
             {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": e, "lastTransitionTime": now, "lastProbeTime": now}]}}),
@@ -144,8 +150,14 @@ async fn compact_store(ctx: &Ctx, client: &Client, etcd: &Etcd) -> Result<String
     let _ = std::fs::remove_dir_all(&scratch);
     let lease = Api::<Lease>::namespaced(client.clone(), &ns);
     let patch = json!({"spec": {"holderIdentity": last.to_string(), "renewTime": micro_time_now()}});
-    let _ = lease.patch(&etcd.managed_names().full_snapshot_lease(), &PatchParams::default(), &Patch::Merge(&patch)).await;
-    Ok(format!("compacted {} and {} delta snapshots ({applied} changes) into {}", full.snap_name, deltas.len(), info.snap_name))
+    let _ =
+        lease.patch(&etcd.managed_names().full_snapshot_lease(), &PatchParams::default(), &Patch::Merge(&patch)).await;
+    Ok(format!(
+        "compacted {} and {} delta snapshots ({applied} changes) into {}",
+        full.snap_name,
+        deltas.len(),
+        info.snap_name
+    ))
 }
 
 fn tempfile_dir(ctx: &Ctx) -> Result<std::path::PathBuf, String> {

@@ -129,12 +129,16 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
 
     // Node annotation: delete its machine.
     for node in &nodes {
-        let wants = node.metadata.annotations.as_ref().and_then(|a| a.get(NODE_TRIGGER_DELETION_BY_MCM)).map(String::as_str) == Some("true");
+        let wants =
+            node.metadata.annotations.as_ref().and_then(|a| a.get(NODE_TRIGGER_DELETION_BY_MCM)).map(String::as_str)
+                == Some("true");
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         if !wants {
             continue;
         }
-        if let Some(m) = machines.iter().find(|m| m.node_name() == Some(node_name) && m.metadata.deletion_timestamp.is_none()) {
+        if let Some(m) =
+            machines.iter().find(|m| m.node_name() == Some(node_name) && m.metadata.deletion_timestamp.is_none())
+        {
             let mns = m.metadata.namespace.as_deref().unwrap_or_default();
             let api: Api<Machine> = Api::namespaced(client.clone(), mns);
             api.delete(m.metadata.name.as_deref().unwrap_or_default(), &DeleteParams::default()).await?;
@@ -148,7 +152,8 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
             delete_machine(client, m, &mns, &mname).await?;
             state.born.lock().expect("born").remove(&(mns, mname));
         } else if m.node_name().is_none() {
-            let born = *state.born.lock().expect("born").entry((mns.clone(), mname.clone())).or_insert_with(Instant::now);
+            let born =
+                *state.born.lock().expect("born").entry((mns.clone(), mname.clone())).or_insert_with(Instant::now);
             if born.elapsed() >= opts.node_ready_after {
                 join_node(client, &mns, &mname).await?;
             }
@@ -169,7 +174,9 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
         let selector = set.spec.selector.clone().unwrap_or_default();
         let live = machines
             .iter()
-            .filter(|m| m.metadata.namespace.as_deref() == Some(sns.as_str()) && m.metadata.deletion_timestamp.is_none())
+            .filter(|m| {
+                m.metadata.namespace.as_deref() == Some(sns.as_str()) && m.metadata.deletion_timestamp.is_none()
+            })
             .filter(|m| selector_matches(&selector, m.metadata.labels.as_ref().unwrap_or(&Default::default())))
             .count() as i32;
         let want = set.spec.replicas.unwrap_or(0);
@@ -178,13 +185,22 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
         }
         let status = json!({"status": {"replicas": live.max(0), "readyReplicas": live.max(0), "availableReplicas": live.max(0)}});
         let _ = Api::<MachineSet>::namespaced(client.clone(), &sns)
-            .patch_status(set.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(status))
+            .patch_status(
+                set.metadata.name.as_deref().unwrap_or_default(),
+                &PatchParams::default(),
+                &Patch::Merge(status),
+            )
             .await;
     }
     Ok(())
 }
 
-async fn create_machine(client: &Client, set: &MachineSet, raw: &serde_json::Value, ns: &str) -> Result<(), kube::Error> {
+async fn create_machine(
+    client: &Client,
+    set: &MachineSet,
+    raw: &serde_json::Value,
+    ns: &str,
+) -> Result<(), kube::Error> {
     let set_name = set.metadata.name.clone().unwrap_or_default();
     let mut labels = raw.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
     if !labels.is_object() {
@@ -206,7 +222,15 @@ async fn create_machine(client: &Client, set: &MachineSet, raw: &serde_json::Val
     .map_err(|e| kube::Error::Service(e.to_string().into()))?;
     let api: Api<Machine> = Api::namespaced(client.clone(), ns);
     let created = api.create(&PostParams::default(), &obj).await?;
-    set_phase(&api, created.metadata.name.as_deref().unwrap_or_default(), "Pending", "Create", "Creating machine on cloud provider", "Processing").await;
+    set_phase(
+        &api,
+        created.metadata.name.as_deref().unwrap_or_default(),
+        "Pending",
+        "Create",
+        "Creating machine on cloud provider",
+        "Processing",
+    )
+    .await;
     Ok(())
 }
 
@@ -234,14 +258,21 @@ pub(crate) async fn join_node(client: &Client, ns: &str, machine: &str) -> Resul
         "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
     nodes.patch_status(machine, &PatchParams::default(), &Patch::Merge(status)).await?;
     let machines: Api<Machine> = Api::namespaced(client.clone(), ns);
-    machines.patch(machine, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {MACHINE_NODE_LABEL: machine}}}))).await?;
+    machines
+        .patch(
+            machine,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {MACHINE_NODE_LABEL: machine}}})),
+        )
+        .await?;
     set_phase(&machines, machine, "Running", "Create", "Machine joined the cluster", "Successful").await;
     Ok(())
 }
 
 async fn delete_machine(client: &Client, m: &Machine, ns: &str, name: &str) -> Result<(), kube::Error> {
     let machines: Api<Machine> = Api::namespaced(client.clone(), ns);
-    let force = m.metadata.labels.as_ref().and_then(|l| l.get(MACHINE_FORCE_DELETION)).map(String::as_str) == Some("True");
+    let force =
+        m.metadata.labels.as_ref().and_then(|l| l.get(MACHINE_FORCE_DELETION)).map(String::as_str) == Some("True");
     if let Some(node) = m.node_name() {
         let pods: Vec<Pod> = Api::<Pod>::all(client.clone())
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
@@ -267,18 +298,32 @@ async fn delete_machine(client: &Client, m: &Machine, ns: &str, name: &str) -> R
                 }
             }
             if !blocked.is_empty() {
-                let why = format!("Drain failed due to PodDisruptionBudget violation for pods {}; retrying", blocked.join(", "));
+                let why = format!(
+                    "Drain failed due to PodDisruptionBudget violation for pods {}; retrying",
+                    blocked.join(", ")
+                );
                 set_phase(&machines, name, "Terminating", "Delete", &why, "Failed").await;
                 return Ok(());
             }
         } else {
-            set_phase(&machines, name, "Terminating", "Delete", &format!("Force deleting machine; skipping drain of node {node}"), "Processing").await;
+            set_phase(
+                &machines,
+                name,
+                "Terminating",
+                "Delete",
+                &format!("Force deleting machine; skipping drain of node {node}"),
+                "Processing",
+            )
+            .await;
         }
         // Whatever is left (forced, or evicted but not yet gone) goes with the node.
         for p in &pods {
             let pns = p.metadata.namespace.as_deref().unwrap_or_default();
             let pname = p.metadata.name.as_deref().unwrap_or_default();
-            match Api::<Pod>::namespaced(client.clone(), pns).delete(pname, &DeleteParams::default().grace_period(0)).await {
+            match Api::<Pod>::namespaced(client.clone(), pns)
+                .delete(pname, &DeleteParams::default().grace_period(0))
+                .await
+            {
                 Ok(_) | Err(kube::Error::Api(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -291,7 +336,8 @@ async fn delete_machine(client: &Client, m: &Machine, ns: &str, name: &str) -> R
     }
     let fins: Vec<String> =
         m.metadata.finalizers.clone().unwrap_or_default().into_iter().filter(|f| f != MACHINE_FINALIZER).collect();
-    match machines.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": fins}}))).await {
+    match machines.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": fins}}))).await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),

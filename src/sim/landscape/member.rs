@@ -120,7 +120,8 @@ impl MemberRuntime {
     ) -> std::io::Result<Arc<MemberRuntime>> {
         let (client_port, peer_port) = ctx.ports(ns, pod);
         let data_dir = ctx.volume_dir(ns, volume);
-        let mut cfg = MemberConfig::new(pod, &data_dir, ctx.opts.state_dir.join("logs").join(ns).join(format!("{pod}.log")));
+        let mut cfg =
+            MemberConfig::new(pod, &data_dir, ctx.opts.state_dir.join("logs").join(ns).join(format!("{pod}.log")));
         cfg.client_port = client_port;
         cfg.peer_port = peer_port;
         cfg.heartbeat_ms = ctx.opts.heartbeat_ms;
@@ -142,7 +143,9 @@ impl MemberRuntime {
         let looping = tokio::spawn(member_loop(Arc::downgrade(&rt)));
         rt.tasks.lock().expect("tasks").extend([http, looping]);
         // The pod proxy (`pods/<pod>:8080/proxy/...`) reaches this sidecar; a new runtime re-registers its address.
-        if let Some(r) = &ctx.registrar { r(ns, &format!("pods/{pod}"), BACKUP_PORT, rt.backup_addr) }
+        if let Some(r) = &ctx.registrar {
+            r(ns, &format!("pods/{pod}"), BACKUP_PORT, rt.backup_addr)
+        }
         Ok(rt)
     }
 
@@ -303,23 +306,25 @@ impl MemberRuntime {
             .await
             .ok()
             .flatten()
-            .ok_or_else(|| Blocked { reason: "ContainerCreating", message: "StatefulSet not found".into(), counts_as_crash: false })?;
+            .ok_or_else(|| Blocked {
+                reason: "ContainerCreating",
+                message: "StatefulSet not found".into(),
+                counts_as_crash: false,
+            })?;
         let sts_json = serde_json::to_value(&sts).unwrap_or(Value::Null);
         let cm_name = config_map_of_statefulset(&sts_json).ok_or_else(|| Blocked {
             reason: "CreateContainerConfigError",
             message: "no volume etcd-config-file in the StatefulSet".into(),
             counts_as_crash: false,
         })?;
-        let cm = Api::<ConfigMap>::namespaced(client, &self.namespace)
-            .get_opt(&cm_name)
-            .await
-            .ok()
-            .flatten()
-            .ok_or_else(|| Blocked {
-                reason: "CreateContainerConfigError",
-                message: format!("configmap {cm_name:?} not found"),
-                counts_as_crash: false,
-            })?;
+        let cm =
+            Api::<ConfigMap>::namespaced(client, &self.namespace).get_opt(&cm_name).await.ok().flatten().ok_or_else(
+                || Blocked {
+                    reason: "CreateContainerConfigError",
+                    message: format!("configmap {cm_name:?} not found"),
+                    counts_as_crash: false,
+                },
+            )?;
         let yaml = cm.data.as_ref().and_then(|d| d.get("etcd.conf.yaml")).cloned().unwrap_or_default();
         let conf = parse_etcd_conf(&yaml);
         let ic = parse_initial_cluster(conf.get("initial-cluster").map(String::as_str).unwrap_or_default());
@@ -341,7 +346,8 @@ impl MemberRuntime {
     async fn prepare_and_start(&self, ctx: &Arc<Ctx>) -> Result<(), Blocked> {
         let (ic, state, token) = self.read_config(ctx).await?;
         let loopback = |name: &str| format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, name).1);
-        let initial_cluster: String = ic.iter().map(|(n, _)| format!("{n}={}", loopback(n))).collect::<Vec<_>>().join(",");
+        let initial_cluster: String =
+            ic.iter().map(|(n, _)| format!("{n}={}", loopback(n))).collect::<Vec<_>>().join(",");
         let force_rejoin = self.state.lock().expect("state").force_rejoin;
         let cluster_state = if state == "existing" { ClusterState::Existing } else { ClusterState::New };
         let mut join: Option<(String, u64)> = None;
@@ -355,7 +361,10 @@ impl MemberRuntime {
             let peers: Vec<EtcdClient> = ic
                 .iter()
                 .filter(|(n, _)| n != &self.pod)
-                .map(|(n, _)| EtcdClient::new(&format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, n).0)).with_timeout(Duration::from_millis(800)))
+                .map(|(n, _)| {
+                    EtcdClient::new(&format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, n).0))
+                        .with_timeout(Duration::from_millis(800))
+                })
                 .collect();
             let mut quorate = None;
             for p in peers {
@@ -386,7 +395,11 @@ impl MemberRuntime {
                         remove_dir_if_exists(&self.data_dir)?;
                         let added = add_member_retrying(&peer, &[my_peer], true, Duration::from_secs(2))
                             .await
-                            .map_err(|e| Blocked { reason: "PodInitializing", message: format!("waiting to join as learner: {e}"), counts_as_crash: false })?;
+                            .map_err(|e| Blocked {
+                                reason: "PodInitializing",
+                                message: format!("waiting to join as learner: {e}"),
+                                counts_as_crash: false,
+                            })?;
                         let members = peer.member_list().await?;
                         join = Some((initial_cluster_for_join(&members, added.id, &self.pod), added.id));
                     }
@@ -530,7 +543,9 @@ impl MemberRuntime {
         for p in peers {
             match p.member_promote(id).await {
                 Ok(()) => return true,
-                Err(EtcdError::Server { message, .. }) if message.contains("not found") || message.contains("not a learner") => {
+                Err(EtcdError::Server { message, .. })
+                    if message.contains("not found") || message.contains("not a learner") =>
+                {
                     return true;
                 }
                 Err(e) => tracing::debug!(pod = %self.pod, error = %e, "promotion not possible yet"),
@@ -561,7 +576,8 @@ impl MemberRuntime {
             }
             if s.backoff_until.is_some_and(|t| now < t) || s.held_down_until.is_some_and(|t| now < t) {
                 if s.held_down_until.is_some() {
-                    s.view.waiting = Some(("ContainerCreating".into(), "node unreachable (playground fault member-down)".into()));
+                    s.view.waiting =
+                        Some(("ContainerCreating".into(), "node unreachable (playground fault member-down)".into()));
                 }
                 return;
             }

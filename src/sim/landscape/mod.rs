@@ -236,8 +236,17 @@ impl Landscape {
             tokio::spawn(statefulset::run(ctx.clone())),
             tokio::spawn(dwd::run(ctx.clone())),
             tokio::spawn(jobs::run(ctx.clone())),
-            tokio::spawn(certmanager::run(ctx.clients.druid.clone(), certmanager::CertManagerOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick }, ctx.cancel.clone(), Default::default())),
-            tokio::spawn(mcm::run(ctx.clients.druid.clone(), mcm::McmOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick, ..Default::default() }, ctx.cancel.clone())),
+            tokio::spawn(certmanager::run(
+                ctx.clients.druid.clone(),
+                certmanager::CertManagerOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick },
+                ctx.cancel.clone(),
+                Default::default(),
+            )),
+            tokio::spawn(mcm::run(
+                ctx.clients.druid.clone(),
+                mcm::McmOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick, ..Default::default() },
+                ctx.cancel.clone(),
+            )),
         ];
         Ok(Landscape { ctx, tasks })
     }

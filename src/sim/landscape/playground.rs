@@ -103,9 +103,11 @@ impl BreakKind {
 impl FromStr for BreakKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, k)| *k).ok_or_else(|| {
-            format!("unknown failure {s:?}; one of: {}", Self::ALL.map(|(n, _)| n).join(", "))
-        })
+        Self::ALL
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| format!("unknown failure {s:?}; one of: {}", Self::ALL.map(|(n, _)| n).join(", ")))
     }
 }
 
@@ -140,15 +142,21 @@ impl AdmissionHook for ComponentProtection {
             return Ok(());
         }
         let obj = req.old_object.as_ref().or(req.object.as_ref());
-        let Some(etcd) = obj.and_then(|o| o.pointer(&format!("/metadata/labels/{}", LABEL_PART_OF.replace('/', "~1")))).and_then(Value::as_str)
+        let Some(etcd) = obj
+            .and_then(|o| o.pointer(&format!("/metadata/labels/{}", LABEL_PART_OF.replace('/', "~1"))))
+            .and_then(Value::as_str)
         else {
             return Ok(());
         };
-        let is_managed = obj.and_then(|o| o.pointer("/metadata/labels/app.kubernetes.io~1managed-by")).and_then(Value::as_str) == Some("etcd-druid");
+        let is_managed =
+            obj.and_then(|o| o.pointer("/metadata/labels/app.kubernetes.io~1managed-by")).and_then(Value::as_str)
+                == Some("etcd-druid");
         if !is_managed {
             return Ok(());
         }
-        let Some(etcd_obj) = server.get_object("druid.gardener.cloud/v1alpha1", "etcds", req.namespace.as_deref(), etcd) else {
+        let Some(etcd_obj) =
+            server.get_object("druid.gardener.cloud/v1alpha1", "etcds", req.namespace.as_deref(), etcd)
+        else {
             return Ok(());
         };
         let exempt: Vec<&str> = self.exempt.iter().map(String::as_str).collect();
@@ -169,26 +177,39 @@ impl Playground {
     /// [`Playground::wait_ready`]).
     pub async fn up(opts: PlaygroundOptions) -> Result<Playground, LandscapeError> {
         let state = opts.state_dir.clone();
-        std::fs::create_dir_all(&state).map_err(|e| LandscapeError::Io { action: "create", path: state.clone(), source: e })?;
+        std::fs::create_dir_all(&state).map_err(|e| LandscapeError::Io {
+            action: "create",
+            path: state.clone(),
+            source: e,
+        })?;
         let server = ApiServer::new();
         server.register_upstream_crds().map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
         for u in [DRUID_USER, STATEFULSET_USER, BACKUP_RESTORE_USER, DWD_USER] {
             server.add_user(u, &["system:masters"]);
         }
         server.add_admission_hook(Arc::new(ComponentProtection { exempt: vec![DRUID_USER.to_string()] }));
-        let endpoint = server
-            .serve_http(opts.listen)
-            .await
-            .map_err(|e| LandscapeError::Io { action: "listen on", path: opts.listen.to_string().into(), source: e })?;
+        let endpoint = server.serve_http(opts.listen).await.map_err(|e| LandscapeError::Io {
+            action: "listen on",
+            path: opts.listen.to_string().into(),
+            source: e,
+        })?;
         let namespaces: Vec<String> = (0..opts.etcds.max(1)).map(|i| format!("{}{i}", opts.namespace_prefix)).collect();
         let kubeconfig = state.join("kubeconfig");
         let yaml = server.kubeconfig_yaml(&endpoint.url, "admin", namespaces.first().map(String::as_str));
-        std::fs::write(&kubeconfig, yaml).map_err(|e| LandscapeError::Io { action: "write", path: kubeconfig.clone(), source: e })?;
+        std::fs::write(&kubeconfig, yaml).map_err(|e| LandscapeError::Io {
+            action: "write",
+            path: kubeconfig.clone(),
+            source: e,
+        })?;
         let _ = std::fs::write(state.join("playground.pid"), std::process::id().to_string());
 
         let admin = server.client();
         for ns in &namespaces {
-            create(&Api::<Namespace>::all(admin.clone()), json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await?;
+            create(
+                &Api::<Namespace>::all(admin.clone()),
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )
+            .await?;
             let etcd = json!({
                 "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
                 "metadata": {"name": opts.etcd_name, "namespace": ns, "labels": {"role": "main", "gardener.cloud/role": "controlplane"}},
@@ -208,7 +229,9 @@ impl Playground {
             create(&Api::<Etcd>::namespaced(admin.clone(), ns), etcd).await?;
             playground_tls(&admin, ns, &opts.etcd_name).await?;
             playground_machines(&admin, ns, opts.members).await?;
-            for (name, replicas) in [("kube-apiserver", 1), ("kube-controller-manager", 1), ("machine-controller-manager", 1)] {
+            for (name, replicas) in
+                [("kube-apiserver", 1), ("kube-controller-manager", 1), ("machine-controller-manager", 1)]
+            {
                 let d = json!({
                     "apiVersion": "apps/v1", "kind": "Deployment",
                     "metadata": {"name": name, "namespace": ns, "labels": {CONTROL_PLANE_LABEL: "true", "app": "kubernetes", "role": name}},
@@ -228,12 +251,11 @@ impl Playground {
             dwd: server.client_for(DWD_USER),
         };
         let reg_server = server.clone();
-        let registrar: BackendRegistrar = Arc::new(move |ns: &str, svc: &str, port: u16, addr: SocketAddr| {
-            match svc.strip_prefix("pods/") {
+        let registrar: BackendRegistrar =
+            Arc::new(move |ns: &str, svc: &str, port: u16, addr: SocketAddr| match svc.strip_prefix("pods/") {
                 Some(pod) => reg_server.register_pod_backend(ns, pod, port, addr),
                 None => reg_server.register_service_backend(ns, svc, port, addr),
-            }
-        });
+            });
         let landscape = Landscape::start(clients, lopts, Some(registrar))?;
         Ok(Playground { server, endpoint, landscape: Some(landscape), opts, namespaces, kubeconfig })
     }
@@ -299,7 +321,10 @@ impl Playground {
                     break;
                 }
                 if Instant::now() > deadline {
-                    return Err(LandscapeError::Timeout { what: format!("etcd {ns}/{} to be ready", self.opts.etcd_name), timeout });
+                    return Err(LandscapeError::Timeout {
+                        what: format!("etcd {ns}/{} to be ready", self.opts.etcd_name),
+                        timeout,
+                    });
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -308,7 +333,9 @@ impl Playground {
     }
 
     async fn all_members_ready(&self, ns: &str) -> bool {
-        let Ok(Some(e)) = Api::<Etcd>::namespaced(self.server.client(), ns).get_opt(&self.opts.etcd_name).await else { return false };
+        let Ok(Some(e)) = Api::<Etcd>::namespaced(self.server.client(), ns).get_opt(&self.opts.etcd_name).await else {
+            return false;
+        };
         let Some(status) = e.status.and_then(|s| serde_json::to_value(s).ok()) else { return false };
         condition(&status, "Ready").is_some_and(|(s, _)| s == "True")
             && condition(&status, "AllMembersReady").is_some_and(|(s, _)| s == "True")
@@ -323,7 +350,10 @@ impl Playground {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(LandscapeError::Timeout { what: format!("etcd {ns}/{} Ready reason {reason}", self.opts.etcd_name), timeout });
+                return Err(LandscapeError::Timeout {
+                    what: format!("etcd {ns}/{} Ready reason {reason}", self.opts.etcd_name),
+                    timeout,
+                });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -335,7 +365,9 @@ impl Playground {
         let n = self.opts.members.max(1) as u32;
         let members = |default: Vec<u32>| if target.members.is_empty() { default } else { target.members.clone() };
         let runtime = |i: u32| {
-            self.member(&ns, i).ok_or_else(|| LandscapeError::NotFound(format!("member {}-{i} does not run in {ns}", self.opts.etcd_name)))
+            self.member(&ns, i).ok_or_else(|| {
+                LandscapeError::NotFound(format!("member {}-{i} does not run in {ns}", self.opts.etcd_name))
+            })
         };
         let name = &self.opts.etcd_name;
         match kind {
@@ -348,7 +380,11 @@ impl Playground {
                 Ok(format!("members {ms:?} of {ns}/{name} are down for {down_for:?}, then come back"))
             }
             BreakKind::MemberLost | BreakKind::QuorumLost => {
-                let ms = if kind == BreakKind::QuorumLost { members((n - (n / 2 + 1)..n).collect()) } else { members(vec![n - 1]) };
+                let ms = if kind == BreakKind::QuorumLost {
+                    members((n - (n / 2 + 1)..n).collect())
+                } else {
+                    members(vec![n - 1])
+                };
                 let rts = ms.iter().map(|&i| runtime(i)).collect::<Result<Vec<_>, _>>()?;
                 // Kill all first, so none of them can rejoin through the others while their data goes.
                 for rt in &rts {
@@ -410,7 +446,8 @@ impl Playground {
 }
 
 /// Secret names the playground's Etcds reference in `spec.etcd.clientUrlTls` / `peerUrlTls`.
-pub const PLAYGROUND_TLS_SECRETS: [&str; 5] = ["ca-etcd", "ca-etcd-peer", "etcd-client", "etcd-peer-server", "etcd-server"];
+pub const PLAYGROUND_TLS_SECRETS: [&str; 5] =
+    ["ca-etcd", "ca-etcd-peer", "etcd-client", "etcd-peer-server", "etcd-server"];
 
 /// Name of the MachineSet whose Machines/Nodes host the members in playground namespace `ns` (Nodes are
 /// cluster-wide, so the namespace is part of every Machine and Node name).
@@ -468,7 +505,9 @@ async fn playground_machines(admin: &kube::Client, ns: &str, members: i32) -> Re
                     "uid": set.metadata.uid.clone().unwrap_or_default(), "controller": true}]},
             "spec": {"class": {"kind": "MachineClass", "name": "playground"}}});
         create(&machines, m).await?;
-        super::mcm::join_node(admin, ns, &name).await.map_err(|e| LandscapeError::kube(format!("join node {name}"), e))?;
+        super::mcm::join_node(admin, ns, &name)
+            .await
+            .map_err(|e| LandscapeError::kube(format!("join node {name}"), e))?;
     }
     Ok(())
 }

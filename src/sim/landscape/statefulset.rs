@@ -31,7 +31,10 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
 
 fn api<K>(ctx: &Ctx, ns: Option<&str>) -> Api<K>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
     K::DynamicType: Default,
 {
     match ns.or(ctx.opts.namespace.as_deref()) {
@@ -46,7 +49,8 @@ fn ordinal(pod: &str, sts: &str) -> Option<i32> {
 
 async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
     let lp = ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_DRUID}"));
-    let stss = api::<StatefulSet>(ctx, None).list(&lp).await.map_err(|e| LandscapeError::kube("list statefulsets", e))?;
+    let stss =
+        api::<StatefulSet>(ctx, None).list(&lp).await.map_err(|e| LandscapeError::kube("list statefulsets", e))?;
     let pods = api::<Pod>(ctx, None).list(&lp).await.map_err(|e| LandscapeError::kube("list pods", e))?;
     let pvcs = api::<PersistentVolumeClaim>(ctx, None)
         .list(&ListParams::default())
@@ -206,9 +210,11 @@ async fn ensure_runtime(
     if let Some(rt) = ctx.members.lock().expect("members").get(&key) {
         return Ok(rt.clone());
     }
-    let rt = MemberRuntime::spawn(ctx, ns, pod, sts, pvc, volume)
-        .await
-        .map_err(|e| LandscapeError::Io { action: "bind backup API of", path: pod.into(), source: e })?;
+    let rt = MemberRuntime::spawn(ctx, ns, pod, sts, pvc, volume).await.map_err(|e| LandscapeError::Io {
+        action: "bind backup API of",
+        path: pod.into(),
+        source: e,
+    })?;
     ctx.members.lock().expect("members").insert(key, rt.clone());
     Ok(rt)
 }
@@ -227,7 +233,8 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
     let Ok(obj) = serde_json::from_value::<PersistentVolumeClaim>(obj) else { return };
     let api = api::<PersistentVolumeClaim>(ctx, Some(ns));
     if api.create(&PostParams::default(), &obj).await.is_ok() {
-        let status = json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}});
+        let status =
+            json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}});
         let _ = api.patch_status(pvc, &PatchParams::default(), &Patch::Merge(&status)).await;
     }
 }
@@ -235,18 +242,25 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
 /// Node for a new pod in `ns`: a Ready Node backed by a live Machine of `ns` that hosts no pod in `taken`
 /// (first by name); `playground-node` when `ns` has no Machines (landscapes without MCM) or no Node fits.
 async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String> {
-    let machines = match Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns).list(&ListParams::default()).await {
-        Ok(l) if !l.items.is_empty() => l.items,
-        _ => return Some("playground-node".into()),
-    };
-    let nodes = Api::<Node>::all(ctx.clients.statefulset.clone()).list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    let machines =
+        match Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns).list(&ListParams::default()).await {
+            Ok(l) if !l.items.is_empty() => l.items,
+            _ => return Some("playground-node".into()),
+        };
+    let nodes = Api::<Node>::all(ctx.clients.statefulset.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
     let mut fit: Vec<String> = nodes
         .iter()
         .filter(|n| n.metadata.deletion_timestamp.is_none() && crate::machines::delete::node_ready(n))
         .filter(|n| !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
         .filter_map(|n| n.metadata.name.clone())
         .filter(|n| !taken.contains(n))
-        .filter(|n| machines.iter().any(|m| m.metadata.deletion_timestamp.is_none() && m.node_name() == Some(n.as_str())))
+        .filter(|n| {
+            machines.iter().any(|m| m.metadata.deletion_timestamp.is_none() && m.node_name() == Some(n.as_str()))
+        })
         .collect();
     fit.sort();
     Some(fit.into_iter().next().unwrap_or_else(|| "playground-node".into()))
@@ -265,7 +279,10 @@ async fn create_pod(ctx: &Ctx, sts: &StatefulSet, pod: &str, pvc: &str, claim: &
     pod_spec["subdomain"] = json!(spec.service_name);
     let mut labels = tmpl_meta.labels.unwrap_or_default();
     labels.insert("statefulset.kubernetes.io/pod-name".into(), pod.into());
-    labels.insert("apps.kubernetes.io/pod-index".into(), ordinal(pod, sts.metadata.name.as_deref().unwrap_or_default()).unwrap_or(0).to_string());
+    labels.insert(
+        "apps.kubernetes.io/pod-index".into(),
+        ordinal(pod, sts.metadata.name.as_deref().unwrap_or_default()).unwrap_or(0).to_string(),
+    );
     let obj = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {

@@ -103,7 +103,12 @@ pub fn compute_status(obs: &EtcdObservation, now: Timestamp) -> Value {
     let ready = if quorate {
         cond("Ready", "True", "Quorate", format!("The majority of cluster members is ready ({ready_members}/{size})"))
     } else {
-        cond("Ready", "False", "QuorumLost", format!("The majority of cluster members is not ready ({ready_members}/{size} ready, {quorum} needed)"))
+        cond(
+            "Ready",
+            "False",
+            "QuorumLost",
+            format!("The majority of cluster members is not ready ({ready_members}/{size} ready, {quorum} needed)"),
+        )
     };
     let all = if all_ready {
         cond("AllMembersReady", "True", "AllMembersReady", "All members are ready".into())
@@ -115,7 +120,12 @@ pub fn compute_status(obs: &EtcdObservation, now: Timestamp) -> Value {
     let volumes = if missing.is_empty() {
         cond("DataVolumesReady", "True", "BoundPersistentVolumeClaims", "All PVCs of the members are bound".into())
     } else {
-        cond("DataVolumesReady", "False", "UnboundPersistentVolumeClaims", format!("PVCs not bound: {}", missing.join(", ")))
+        cond(
+            "DataVolumesReady",
+            "False",
+            "UnboundPersistentVolumeClaims",
+            format!("PVCs not bound: {}", missing.join(", ")),
+        )
     };
     let mut status = json!({
         "conditions": [ready, all, backup, volumes],
@@ -135,12 +145,19 @@ pub fn compute_status(obs: &EtcdObservation, now: Timestamp) -> Value {
 
 fn backup_condition(b: &BackupObservation, now: Timestamp, cond: &dyn Fn(&str, &str, &str, String) -> Value) -> Value {
     if !b.enabled {
-        return cond("BackupReady", "Unknown", "BackupDisabled", "Backups are not configured (spec.backup.store is empty)".into());
+        return cond(
+            "BackupReady",
+            "Unknown",
+            "BackupDisabled",
+            "Backups are not configured (spec.backup.store is empty)".into(),
+        );
     }
     let age = |t: Option<Timestamp>| t.map(|t| now.duration_since(t).as_secs());
     let delta_limit = (b.delta_period_seconds.max(1) * 3).max(5);
     match (age(b.full_renewed), age(b.delta_renewed)) {
-        (None, _) => cond("BackupReady", "Unknown", "NoFullSnapshotTaken", "No full snapshot has been taken yet".into()),
+        (None, _) => {
+            cond("BackupReady", "Unknown", "NoFullSnapshotTaken", "No full snapshot has been taken yet".into())
+        }
         (Some(f), _) if f > 24 * 3600 => {
             cond("BackupReady", "False", "FullBackupFailed", format!("Last full snapshot is {f}s old"))
         }
@@ -169,10 +186,7 @@ pub fn carry_transition_times(new: &mut Value, old: &Value) {
     for (list, key) in [("conditions", "type"), ("members", "name")] {
         let Some(items) = new[list].as_array_mut() else { continue };
         for item in items {
-            let Some(prev) = old[list]
-                .as_array()
-                .and_then(|a| a.iter().find(|o| o[key] == item[key]))
-            else {
+            let Some(prev) = old[list].as_array().and_then(|a| a.iter().find(|o| o[key] == item[key])) else {
                 continue;
             };
             if prev["status"] == item["status"] && prev["reason"] == item["reason"] {
@@ -248,7 +262,12 @@ mod tests {
     fn backup_ready_follows_the_snapshot_leases() {
         let now = Timestamp::now();
         let mut o = obs([true, true, true], now);
-        o.backup = BackupObservation { enabled: true, full_renewed: Some(now), delta_renewed: Some(now), delta_period_seconds: 2 };
+        o.backup = BackupObservation {
+            enabled: true,
+            full_renewed: Some(now),
+            delta_renewed: Some(now),
+            delta_period_seconds: 2,
+        };
         assert_eq!(condition(&compute_status(&o, now), "BackupReady").unwrap().1, "IncrementalBackupSucceeded");
         o.backup.delta_renewed = Some(now - jiff::SignedDuration::from_secs(30));
         assert_eq!(condition(&compute_status(&o, now), "BackupReady").unwrap().1, "IncrementalBackupFailed");

@@ -76,18 +76,13 @@ fn err(function: &str, msg: impl ToString) -> ExecutionError {
 fn string_arg(function: &str, v: &Value) -> Result<Arc<String>, ExecutionError> {
     match v {
         Value::String(s) => Ok(s.clone()),
-        other => Err(ExecutionError::no_such_overload(
-            function,
-            vec![format!("{:?}", other.type_of())],
-        )),
+        other => Err(ExecutionError::no_such_overload(function, vec![format!("{:?}", other.type_of())])),
     }
 }
 
 fn opaque<'a, T: 'static>(function: &str, v: &'a Value) -> Result<&'a T, ExecutionError> {
     match v {
-        Value::Opaque(o) => o
-            .downcast_ref::<T>()
-            .ok_or_else(|| err(function, "unexpected receiver type")),
+        Value::Opaque(o) => o.downcast_ref::<T>().ok_or_else(|| err(function, "unexpected receiver type")),
         _ => Err(err(function, "unexpected receiver type")),
     }
 }
@@ -138,13 +133,7 @@ pub(crate) fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
     ] {
         env.add_member_overload(name, &format!("k8s_{name}_1"), d(), vec![d()], f)?;
     }
-    env.add_member_overload(
-        "findAll",
-        "k8s_findAll_2",
-        d(),
-        vec![d(), d()],
-        regex_find_all_n,
-    )?;
+    env.add_member_overload("findAll", "k8s_findAll_2", d(), vec![d(), d()], regex_find_all_n)?;
     env.add_overload("isQuantity", "k8s_is_quantity", vec![d()], is_quantity)?;
     env.add_overload("quantity", "k8s_quantity", vec![d()], quantity)?;
     env.add_overload("isIP", "k8s_is_ip", vec![d()], is_ip)?;
@@ -182,32 +171,17 @@ fn parse_request_uri(s: &str) -> Option<KubeUrl> {
         None => (s, String::new()),
     };
     if rest.starts_with('/') {
-        return Some(KubeUrl {
-            scheme: String::new(),
-            host: String::new(),
-            path: rest.into(),
-            query,
-        });
+        return Some(KubeUrl { scheme: String::new(), host: String::new(), path: rest.into(), query });
     }
     let (scheme, after) = rest.split_once(':')?;
-    let valid_scheme = scheme
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    let valid_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
     if !valid_scheme {
         return None;
     }
     let Some(after) = after.strip_prefix("//") else {
         // opaque form (mailto:x); Go accepts it only when it does not start with '/'
-        return Some(KubeUrl {
-            scheme: scheme.to_lowercase(),
-            host: String::new(),
-            path: String::new(),
-            query,
-        });
+        return Some(KubeUrl { scheme: scheme.to_lowercase(), host: String::new(), path: String::new(), query });
     };
     let (authority, path) = match after.find('/') {
         Some(i) => (&after[..i], after[i..].to_string()),
@@ -217,12 +191,7 @@ fn parse_request_uri(s: &str) -> Option<KubeUrl> {
     if !valid_host_port(host) {
         return None;
     }
-    Some(KubeUrl {
-        scheme: scheme.to_lowercase(),
-        host: host.to_string(),
-        path,
-        query,
-    })
+    Some(KubeUrl { scheme: scheme.to_lowercase(), host: host.to_string(), path, query })
 }
 
 fn valid_host_port(host: &str) -> bool {
@@ -251,21 +220,14 @@ impl KubeUrl {
         if let Some(rest) = self.host.strip_prefix('[') {
             return rest.split_once(']').map_or(rest, |(h, _)| h).to_string();
         }
-        self.host
-            .rsplit_once(':')
-            .map_or(self.host.as_str(), |(h, _)| h)
-            .to_string()
+        self.host.rsplit_once(':').map_or(self.host.as_str(), |(h, _)| h).to_string()
     }
 
     fn port(&self) -> String {
         if let Some(rest) = self.host.strip_prefix('[') {
-            return rest
-                .split_once("]:")
-                .map_or(String::new(), |(_, p)| p.to_string());
+            return rest.split_once("]:").map_or(String::new(), |(_, p)| p.to_string());
         }
-        self.host
-            .rsplit_once(':')
-            .map_or(String::new(), |(_, p)| p.to_string())
+        self.host.rsplit_once(':').map_or(String::new(), |(_, p)| p.to_string())
     }
 }
 
@@ -285,10 +247,7 @@ fn url<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let s = string_arg("url", &a[0])?;
     match parse_request_uri(&s) {
         Some(u) => ret(Value::Opaque(Arc::new(u))),
-        None => Err(err(
-            "url",
-            format!("URL parse error during conversion from string: parse {s:?}: invalid URI"),
-        )),
+        None => Err(err("url", format!("URL parse error during conversion from string: parse {s:?}: invalid URI"))),
     }
 }
 
@@ -302,31 +261,18 @@ macro_rules! url_getter {
     };
 }
 
-url_getter!(url_scheme, "getScheme", |u| Value::String(Arc::new(
-    u.scheme.clone()
-)));
-url_getter!(url_host, "getHost", |u| Value::String(Arc::new(
-    u.host.clone()
-)));
-url_getter!(url_hostname, "getHostname", |u| Value::String(Arc::new(
-    u.hostname()
-)));
+url_getter!(url_scheme, "getScheme", |u| Value::String(Arc::new(u.scheme.clone())));
+url_getter!(url_host, "getHost", |u| Value::String(Arc::new(u.host.clone())));
+url_getter!(url_hostname, "getHostname", |u| Value::String(Arc::new(u.hostname())));
 url_getter!(url_port, "getPort", |u| Value::String(Arc::new(u.port())));
-url_getter!(url_path, "getEscapedPath", |u| Value::String(Arc::new(
-    u.path.clone()
-)));
+url_getter!(url_path, "getEscapedPath", |u| Value::String(Arc::new(u.path.clone())));
 url_getter!(url_query, "getQuery", |u| {
     let mut q: HashMap<String, Vec<Value>> = HashMap::new();
     for pair in u.query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        q.entry(k.to_string())
-            .or_default()
-            .push(Value::String(Arc::new(v.to_string())));
+        q.entry(k.to_string()).or_default().push(Value::String(Arc::new(v.to_string())));
     }
-    let m: HashMap<String, Value> = q
-        .into_iter()
-        .map(|(k, v)| (k, Value::List(Arc::new(v))))
-        .collect();
+    let m: HashMap<String, Value> = q.into_iter().map(|(k, v)| (k, Value::List(Arc::new(v)))).collect();
     Value::from(m)
 });
 
@@ -340,20 +286,13 @@ fn regex_find<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
     let s = string_arg("find", &a[0])?;
     let re = compile_regex("find", &string_arg("find", &a[1])?)?;
-    ret(Value::String(Arc::new(
-        re.find(&s)
-            .map(|m| m.as_str().to_string())
-            .unwrap_or_default(),
-    )))
+    ret(Value::String(Arc::new(re.find(&s).map(|m| m.as_str().to_string()).unwrap_or_default())))
 }
 
 fn find_all(s: &str, re: &regex::Regex, n: i64) -> Value {
     let limit = if n < 0 { usize::MAX } else { n as usize };
-    let found: Vec<Value> = re
-        .find_iter(s)
-        .take(limit)
-        .map(|m| Value::String(Arc::new(m.as_str().to_string())))
-        .collect();
+    let found: Vec<Value> =
+        re.find_iter(s).take(limit).map(|m| Value::String(Arc::new(m.as_str().to_string()))).collect();
     Value::List(Arc::new(found))
 }
 
@@ -379,16 +318,12 @@ fn regex_find_all_n<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
 fn list_arg(function: &str, v: &Value) -> Result<Arc<Vec<Value>>, ExecutionError> {
     match v {
         Value::List(l) => Ok(l.clone()),
-        other => Err(ExecutionError::no_such_overload(
-            function,
-            vec![format!("{:?}", other.type_of())],
-        )),
+        other => Err(ExecutionError::no_such_overload(function, vec![format!("{:?}", other.type_of())])),
     }
 }
 
 fn cmp(function: &str, a: &Value, b: &Value) -> Result<std::cmp::Ordering, ExecutionError> {
-    a.partial_cmp(b)
-        .ok_or_else(|| err(function, "list elements are not comparable"))
+    a.partial_cmp(b).ok_or_else(|| err(function, "list elements are not comparable"))
 }
 
 fn list_is_sorted<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
@@ -409,14 +344,12 @@ fn list_sum<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     for v in l.iter() {
         acc = Some(match (acc, v) {
             (None, v) => v.clone(),
-            (Some(Value::Int(x)), Value::Int(y)) => Value::Int(
-                x.checked_add(*y)
-                    .ok_or_else(|| err("sum", "integer overflow"))?,
-            ),
-            (Some(Value::UInt(x)), Value::UInt(y)) => Value::UInt(
-                x.checked_add(*y)
-                    .ok_or_else(|| err("sum", "unsigned integer overflow"))?,
-            ),
+            (Some(Value::Int(x)), Value::Int(y)) => {
+                Value::Int(x.checked_add(*y).ok_or_else(|| err("sum", "integer overflow"))?)
+            }
+            (Some(Value::UInt(x)), Value::UInt(y)) => {
+                Value::UInt(x.checked_add(*y).ok_or_else(|| err("sum", "unsigned integer overflow"))?)
+            }
             (Some(Value::Float(x)), Value::Float(y)) => Value::Float(x + y),
             _ => return Err(err("sum", "list elements must be numbers of one type")),
         });
@@ -452,17 +385,13 @@ fn list_max<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
 fn list_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
     let l = list_arg("indexOf", &a[0])?;
-    ret(Value::Int(
-        l.iter().position(|v| *v == a[1]).map_or(-1, |i| i as i64),
-    ))
+    ret(Value::Int(l.iter().position(|v| *v == a[1]).map_or(-1, |i| i as i64)))
 }
 
 fn list_last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
     let l = list_arg("lastIndexOf", &a[0])?;
-    ret(Value::Int(
-        l.iter().rposition(|v| *v == a[1]).map_or(-1, |i| i as i64),
-    ))
+    ret(Value::Int(l.iter().rposition(|v| *v == a[1]).map_or(-1, |i| i as i64)))
 }
 
 // ---- quantities (k8s.io/apiserver/pkg/cel/library/quantity.go) ----
@@ -527,9 +456,7 @@ fn parse_quantity(s: &str) -> Option<f64> {
 
 fn is_quantity<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
-    ret(Value::Bool(
-        parse_quantity(&string_arg("isQuantity", &a[0])?).is_some(),
-    ))
+    ret(Value::Bool(parse_quantity(&string_arg("isQuantity", &a[0])?).is_some()))
 }
 
 fn quantity<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
@@ -554,9 +481,7 @@ fn q_operand(function: &str, v: &Value) -> Result<f64, ExecutionError> {
 fn q_is_integer<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
     let q = opaque::<Quantity>("isInteger", &a[0])?;
-    ret(Value::Bool(
-        q.value.fract() == 0.0 && q.value.abs() < 9.2e18,
-    ))
+    ret(Value::Bool(q.value.fract() == 0.0 && q.value.abs() < 9.2e18))
 }
 
 fn q_as_integer<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
@@ -570,9 +495,7 @@ fn q_as_integer<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
 
 fn q_as_float<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
-    ret(Value::Float(
-        opaque::<Quantity>("asApproximateFloat", &a[0])?.value,
-    ))
+    ret(Value::Float(opaque::<Quantity>("asApproximateFloat", &a[0])?.value))
 }
 
 fn q_sign<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
@@ -589,10 +512,7 @@ fn q_sign<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
 
 fn q_binary<'b, 'v>(args: Vec<CowVal<'b, 'v>>, name: &str) -> Result<(f64, f64), ExecutionError> {
     let a = vals(&args)?;
-    Ok((
-        opaque::<Quantity>(name, &a[0])?.value,
-        q_operand(name, &a[1])?,
-    ))
+    Ok((opaque::<Quantity>(name, &a[0])?.value, q_operand(name, &a[1])?))
 }
 
 fn q_add<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
@@ -674,19 +594,11 @@ fn parse_cidr(s: &str) -> Option<Cidr> {
 fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
     match addr {
         IpAddr::V4(a) => {
-            let m = if prefix == 0 {
-                0
-            } else {
-                u32::MAX << (32 - prefix as u32)
-            };
+            let m = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix as u32) };
             IpAddr::V4((u32::from(a) & m).into())
         }
         IpAddr::V6(a) => {
-            let m = if prefix == 0 {
-                0
-            } else {
-                u128::MAX << (128 - prefix as u32)
-            };
+            let m = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix as u32) };
             IpAddr::V6((u128::from(a) & m).into())
         }
     }
@@ -702,18 +614,13 @@ fn ip<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let s = string_arg("ip", &a[0])?;
     match parse_ip(&s) {
         Some(addr) => ret(Value::Opaque(Arc::new(Ip(addr)))),
-        None => Err(err(
-            "ip",
-            format!("IP Address {s:?} parse error during conversion from string"),
-        )),
+        None => Err(err("ip", format!("IP Address {s:?} parse error during conversion from string"))),
     }
 }
 
 fn is_cidr<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
-    ret(Value::Bool(
-        parse_cidr(&string_arg("isCIDR", &a[0])?).is_some(),
-    ))
+    ret(Value::Bool(parse_cidr(&string_arg("isCIDR", &a[0])?).is_some()))
 }
 
 fn cidr<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
@@ -721,10 +628,7 @@ fn cidr<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let s = string_arg("cidr", &a[0])?;
     match parse_cidr(&s) {
         Some(c) => ret(Value::Opaque(Arc::new(c))),
-        None => Err(err(
-            "cidr",
-            format!("network address {s:?} parse error during conversion from string"),
-        )),
+        None => Err(err("cidr", format!("network address {s:?} parse error during conversion from string"))),
     }
 }
 
@@ -738,68 +642,37 @@ macro_rules! ip_pred {
     };
 }
 
-ip_pred!(ip_family, "family", |ip| Value::Int(if ip.is_ipv4() {
-    4
-} else {
-    6
+ip_pred!(ip_family, "family", |ip| Value::Int(if ip.is_ipv4() { 4 } else { 6 }));
+ip_pred!(ip_is_unspecified, "isUnspecified", |ip| Value::Bool(ip.is_unspecified()));
+ip_pred!(ip_is_loopback, "isLoopback", |ip| Value::Bool(ip.is_loopback()));
+ip_pred!(ip_is_ll_multicast, "isLinkLocalMulticast", |ip| Value::Bool(match ip {
+    IpAddr::V4(a) => a.octets()[..3] == [224, 0, 0],
+    IpAddr::V6(a) => a.segments()[0] & 0xff0f == 0xff02,
 }));
-ip_pred!(ip_is_unspecified, "isUnspecified", |ip| Value::Bool(
-    ip.is_unspecified()
-));
-ip_pred!(ip_is_loopback, "isLoopback", |ip| Value::Bool(
-    ip.is_loopback()
-));
-ip_pred!(
-    ip_is_ll_multicast,
-    "isLinkLocalMulticast",
-    |ip| Value::Bool(match ip {
-        IpAddr::V4(a) => a.octets()[..3] == [224, 0, 0],
-        IpAddr::V6(a) => a.segments()[0] & 0xff0f == 0xff02,
-    })
-);
-ip_pred!(ip_is_ll_unicast, "isLinkLocalUnicast", |ip| Value::Bool(
-    match ip {
-        IpAddr::V4(a) => a.is_link_local(),
-        IpAddr::V6(a) => a.segments()[0] & 0xffc0 == 0xfe80,
-    }
-));
-ip_pred!(ip_is_global_unicast, "isGlobalUnicast", |ip| Value::Bool(
-    match ip {
-        IpAddr::V4(a) =>
-            !(a.is_unspecified()
-                || a.is_loopback()
-                || a.is_multicast()
-                || a.is_link_local()
-                || a.is_broadcast()),
-        IpAddr::V6(a) =>
-            !(a.is_unspecified()
-                || a.is_loopback()
-                || a.is_multicast()
-                || a.segments()[0] & 0xffc0 == 0xfe80),
-    }
-));
+ip_pred!(ip_is_ll_unicast, "isLinkLocalUnicast", |ip| Value::Bool(match ip {
+    IpAddr::V4(a) => a.is_link_local(),
+    IpAddr::V6(a) => a.segments()[0] & 0xffc0 == 0xfe80,
+}));
+ip_pred!(ip_is_global_unicast, "isGlobalUnicast", |ip| Value::Bool(match ip {
+    IpAddr::V4(a) =>
+        !(a.is_unspecified() || a.is_loopback() || a.is_multicast() || a.is_link_local() || a.is_broadcast()),
+    IpAddr::V6(a) => !(a.is_unspecified() || a.is_loopback() || a.is_multicast() || a.segments()[0] & 0xffc0 == 0xfe80),
+}));
 
 fn cidr_prefix_length<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
-    ret(Value::Int(
-        opaque::<Cidr>("prefixLength", &a[0])?.prefix as i64,
-    ))
+    ret(Value::Int(opaque::<Cidr>("prefixLength", &a[0])?.prefix as i64))
 }
 
 fn cidr_masked<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
     let c = opaque::<Cidr>("masked", &a[0])?;
-    ret(Value::Opaque(Arc::new(Cidr {
-        addr: mask(c.addr, c.prefix),
-        prefix: c.prefix,
-    })))
+    ret(Value::Opaque(Arc::new(Cidr { addr: mask(c.addr, c.prefix), prefix: c.prefix })))
 }
 
 fn cidr_ip<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let a = vals(&args)?;
-    ret(Value::Opaque(Arc::new(Ip(
-        opaque::<Cidr>("ip", &a[0])?.addr
-    ))))
+    ret(Value::Opaque(Arc::new(Ip(opaque::<Cidr>("ip", &a[0])?.addr))))
 }
 
 fn contains(c: &Cidr, addr: IpAddr) -> bool {
@@ -823,7 +696,5 @@ fn cidr_contains_cidr<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
         Value::String(s) => parse_cidr(s).ok_or_else(|| err("containsCIDR", "invalid CIDR"))?,
         other => opaque::<Cidr>("containsCIDR", other)?.clone(),
     };
-    ret(Value::Bool(
-        other.prefix >= c.prefix && contains(c, other.addr),
-    ))
+    ret(Value::Bool(other.prefix >= c.prefix && contains(c, other.addr)))
 }

@@ -30,14 +30,10 @@ pub(crate) struct CompiledRule {
 /// The CEL environment: standard library, the `cel` crate's extensions and the Kubernetes library.
 pub(crate) static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
     let mut env = Env::stdlib();
-    env.add_extension(cel::extensions::strings)
-        .expect("strings extension");
-    env.add_extension(cel::extensions::lists)
-        .expect("lists extension");
-    env.add_extension(cel::extensions::math)
-        .expect("math extension");
-    env.add_extension(cel::extensions::encoders)
-        .expect("encoders extension");
+    env.add_extension(cel::extensions::strings).expect("strings extension");
+    env.add_extension(cel::extensions::lists).expect("lists extension");
+    env.add_extension(cel::extensions::math).expect("math extension");
+    env.add_extension(cel::extensions::encoders).expect("encoders extension");
     cel_library::register(&mut env).expect("kubernetes CEL library");
     Arc::new(env)
 });
@@ -130,20 +126,8 @@ const STD_FUNCTIONS: &[&str] = &[
 ];
 
 /// Identifiers that name types or namespaces rather than variables.
-const TYPE_IDENTS: &[&str] = &[
-    "int",
-    "uint",
-    "double",
-    "string",
-    "bytes",
-    "bool",
-    "list",
-    "map",
-    "null_type",
-    "type",
-    "dyn",
-    "optional_type",
-];
+const TYPE_IDENTS: &[&str] =
+    &["int", "uint", "double", "string", "bytes", "bool", "list", "map", "null_type", "type", "dyn", "optional_type"];
 
 fn known_function(name: &str) -> bool {
     name.starts_with('_')
@@ -157,23 +141,8 @@ fn known_function(name: &str) -> bool {
 /// Every function name a rule may call (for tests that probe them all).
 #[cfg(test)]
 pub(crate) fn accepted_function_names() -> Vec<&'static str> {
-    let macros = [
-        "has",
-        "all",
-        "exists",
-        "exists_one",
-        "map",
-        "filter",
-        "sortBy",
-        "optMap",
-        "optFlatMap",
-    ];
-    STD_FUNCTIONS
-        .iter()
-        .chain(cel_library::FUNCTIONS)
-        .copied()
-        .filter(|f| !macros.contains(f))
-        .collect()
+    let macros = ["has", "all", "exists", "exists_one", "map", "filter", "sortBy", "optMap", "optFlatMap"];
+    STD_FUNCTIONS.iter().chain(cel_library::FUNCTIONS).copied().filter(|f| !macros.contains(f)).collect()
 }
 
 const CEL_RESERVED: &[&str] = &[
@@ -258,8 +227,7 @@ impl<'s> Checker<'s> {
                 } else if TYPE_IDENTS.contains(&name.as_str()) {
                     Ty::Unknown
                 } else {
-                    self.errors
-                        .push(format!("undeclared reference to '{name}'"));
+                    self.errors.push(format!("undeclared reference to '{name}'"));
                     Ty::Unknown
                 }
             }
@@ -277,11 +245,7 @@ impl<'s> Checker<'s> {
                 if let Some(ns) = call.target.as_deref().and_then(qualified) {
                     let full = format!("{ns}.{}", call.func_name);
                     let root = ns.split('.').next().unwrap_or("");
-                    if !scope.contains_key(root)
-                        && root != "self"
-                        && root != "oldSelf"
-                        && known_function(&full)
-                    {
+                    if !scope.contains_key(root) && root != "self" && root != "oldSelf" && known_function(&full) {
                         for a in &call.args {
                             self.check(a, scope);
                         }
@@ -289,8 +253,7 @@ impl<'s> Checker<'s> {
                     }
                 }
                 if !known_function(&call.func_name) {
-                    self.errors
-                        .push(format!("undeclared reference to '{}'", call.func_name));
+                    self.errors.push(format!("undeclared reference to '{}'", call.func_name));
                 }
                 let target = call.target.as_ref().map(|t| self.check(t, scope));
                 let args: Vec<Ty> = call.args.iter().map(|a| self.check(a, scope)).collect();
@@ -298,10 +261,7 @@ impl<'s> Checker<'s> {
                     && let Some(Ty::Node(s, _)) = args.first().copied().or(target)
                 {
                     if s.ty.as_deref() == Some("array") {
-                        return s
-                            .items
-                            .as_deref()
-                            .map_or(Ty::Unknown, |i| Ty::Node(i, i.embedded_resource));
+                        return s.items.as_deref().map_or(Ty::Unknown, |i| Ty::Node(i, i.embedded_resource));
                     }
                     if let Some(ap) = &s.additional {
                         return Ty::Node(ap, ap.embedded_resource);
@@ -312,10 +272,9 @@ impl<'s> Checker<'s> {
             Expr::Comprehension(c) => {
                 let range = self.check(&c.iter_range, scope);
                 let elem = match range {
-                    Ty::Node(s, _) if s.ty.as_deref() == Some("array") => s
-                        .items
-                        .as_deref()
-                        .map_or(Ty::Unknown, |i| Ty::Node(i, i.embedded_resource)),
+                    Ty::Node(s, _) if s.ty.as_deref() == Some("array") => {
+                        s.items.as_deref().map_or(Ty::Unknown, |i| Ty::Node(i, i.embedded_resource))
+                    }
                     _ => Ty::Unknown,
                 };
                 let mut inner = scope.clone();
@@ -380,26 +339,19 @@ impl<'s> Checker<'s> {
                 if root && field == "metadata" {
                     return Ty::RootMeta;
                 }
-                if let Some((_, ps)) = s
-                    .properties
-                    .iter()
-                    .find(|(k, _)| escape(k).as_deref() == Some(field))
-                {
+                if let Some((_, ps)) = s.properties.iter().find(|(k, _)| escape(k).as_deref() == Some(field)) {
                     return Ty::Node(ps, ps.embedded_resource);
                 }
                 if let Some(ap) = &s.additional {
                     return Ty::Node(ap, ap.embedded_resource);
                 }
-                let opaque_object =
-                    s.properties.is_empty() && (s.preserve_unknown || s.ty.is_none());
+                let opaque_object = s.properties.is_empty() && (s.preserve_unknown || s.ty.is_none());
                 if opaque_object {
                     return Ty::Unknown;
                 }
                 match s.ty.as_deref() {
                     Some("object") => self.errors.push(format!("undefined field '{field}'")),
-                    Some(t) => self
-                        .errors
-                        .push(format!("type '{t}' does not support field selection")),
+                    Some(t) => self.errors.push(format!("type '{t}' does not support field selection")),
                     None => {}
                 }
                 Ty::Unknown
@@ -462,57 +414,32 @@ pub(crate) fn compile_tree(
                 if rule.uses_old_self && !correlatable {
                     errors.push(SchemaError {
                         path: format!("{at}.rule"),
-                        message: format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {label}"),
+                        message: format!(
+                            "oldSelf cannot be used on the uncorrelatable portion of the schema within {label}"
+                        ),
                     });
                 }
                 compiled.push(rule);
             }
-            Err((field, msg)) => errors.push(SchemaError {
-                path: format!("{at}.{field}"),
-                message: msg,
-            }),
+            Err((field, msg)) => errors.push(SchemaError { path: format!("{at}.{field}"), message: msg }),
         }
     }
     s.rules = compiled;
     let item_correlatable = correlatable && s.list_type.as_deref() == Some("map");
     for (k, ps) in s.properties.iter_mut() {
         let root = ps.embedded_resource;
-        compile_tree(
-            ps,
-            &format!("{label}.properties[{k}]"),
-            root,
-            correlatable,
-            errors,
-        );
+        compile_tree(ps, &format!("{label}.properties[{k}]"), root, correlatable, errors);
     }
     if let Some(ap) = s.additional.as_deref_mut() {
         let root = ap.embedded_resource;
-        compile_tree(
-            ap,
-            &format!("{label}.additionalProperties"),
-            root,
-            correlatable,
-            errors,
-        );
+        compile_tree(ap, &format!("{label}.additionalProperties"), root, correlatable, errors);
     }
     if let Some(items) = s.items.as_deref_mut() {
         let root = items.embedded_resource;
-        compile_tree(
-            items,
-            &format!("{label}.items"),
-            root,
-            item_correlatable,
-            errors,
-        );
+        compile_tree(items, &format!("{label}.items"), root, item_correlatable, errors);
     }
     for (i, sub) in s.all_of.iter_mut().enumerate() {
-        compile_tree(
-            sub,
-            &format!("{label}.allOf[{i}]"),
-            resource_root,
-            correlatable,
-            errors,
-        );
+        compile_tree(sub, &format!("{label}.allOf[{i}]"), resource_root, correlatable, errors);
     }
     s.has_rules = !s.rules.is_empty()
         || s.properties.values().any(|p| p.has_rules)
@@ -536,10 +463,8 @@ fn result_type(e: &IdedExpr, ty: Ty<'_>) -> Option<&'static str> {
         Expr::Map(_) => Some("map"),
         Expr::Select(sel) if sel.test => Some("bool"),
         Expr::Call(c)
-            if [
-                "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_&&_", "_||_", "!_", "@in",
-            ]
-            .contains(&c.func_name.as_str()) =>
+            if ["_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_&&_", "_||_", "!_", "@in"]
+                .contains(&c.func_name.as_str()) =>
         {
             Some("bool")
         }
@@ -560,20 +485,9 @@ fn result_type(e: &IdedExpr, ty: Ty<'_>) -> Option<&'static str> {
 
 /// Compiles one expression whose result must be of type `want` (`bool` for rules, `string` for
 /// messageExpressions).
-fn compile_expr(
-    src: &str,
-    node: &Schema,
-    resource_root: bool,
-    want: &str,
-) -> Result<(Program, bool), String> {
-    let program = ENV
-        .compile(src)
-        .map_err(|e| format!("compilation failed: {e}"))?;
-    let mut checker = Checker {
-        self_ty: Ty::Node(node, resource_root),
-        uses_old_self: false,
-        errors: Vec::new(),
-    };
+fn compile_expr(src: &str, node: &Schema, resource_root: bool, want: &str) -> Result<(Program, bool), String> {
+    let program = ENV.compile(src).map_err(|e| format!("compilation failed: {e}"))?;
+    let mut checker = Checker { self_ty: Ty::Node(node, resource_root), uses_old_self: false, errors: Vec::new() };
     let ty = checker.check(program.expression(), &HashMap::new());
     if let Some(first) = checker.errors.first() {
         return Err(format!("compilation failed: ERROR: <input>: {first}"));
@@ -590,31 +504,20 @@ fn compile_expr(
     Ok((program, checker.uses_old_self))
 }
 
-fn compile_rule(
-    spec: &RuleSpec,
-    node: &Schema,
-    resource_root: bool,
-) -> Result<CompiledRule, (&'static str, String)> {
+fn compile_rule(spec: &RuleSpec, node: &Schema, resource_root: bool) -> Result<CompiledRule, (&'static str, String)> {
     if spec.rule.trim().is_empty() {
         return Err(("rule", "Required value".into()));
     }
-    let (program, uses_old_self) =
-        compile_expr(&spec.rule, node, resource_root, "bool").map_err(|e| ("rule", e))?;
+    let (program, uses_old_self) = compile_expr(&spec.rule, node, resource_root, "bool").map_err(|e| ("rule", e))?;
     let message_program = match &spec.message_expression {
         Some(src) => {
-            let (p, _) = compile_expr(src, node, resource_root, "string")
-                .map_err(|e| ("messageExpression", e))?;
+            let (p, _) = compile_expr(src, node, resource_root, "string").map_err(|e| ("messageExpression", e))?;
             Some(Arc::new(p))
         }
         None => None,
     };
     if let Some(reason) = &spec.reason {
-        let ok = [
-            "FieldValueInvalid",
-            "FieldValueForbidden",
-            "FieldValueRequired",
-            "FieldValueDuplicate",
-        ];
+        let ok = ["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"];
         if !ok.contains(&reason.as_str()) {
             return Err((
                 "reason",
@@ -625,17 +528,10 @@ fn compile_rule(
         }
     }
     let field_path = match &spec.field_path {
-        Some(fp) => parse_field_path(fp, node)
-            .map_err(|e| ("fieldPath", format!("Invalid value: {fp:?}: {e}")))?,
+        Some(fp) => parse_field_path(fp, node).map_err(|e| ("fieldPath", format!("Invalid value: {fp:?}: {e}")))?,
         None => Vec::new(),
     };
-    Ok(CompiledRule {
-        spec: spec.clone(),
-        program: Arc::new(program),
-        message_program,
-        uses_old_self,
-        field_path,
-    })
+    Ok(CompiledRule { spec: spec.clone(), program: Arc::new(program), message_program, uses_old_self, field_path })
 }
 
 // ---- evaluation ----
@@ -667,12 +563,7 @@ pub(crate) fn to_cel(v: &Value, s: Option<&Schema>, resource_root: bool) -> cel:
                 None => C::String(Arc::new(st.clone())),
             },
             Some("date") => match chrono::NaiveDate::parse_from_str(st, "%Y-%m-%d") {
-                Ok(d) => C::Timestamp(
-                    d.and_hms_opt(0, 0, 0)
-                        .unwrap_or_default()
-                        .and_utc()
-                        .fixed_offset(),
-                ),
+                Ok(d) => C::Timestamp(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc().fixed_offset()),
                 Err(_) => C::String(Arc::new(st.clone())),
             },
             Some("duration") => match formats::parse_go_duration(st) {
@@ -683,12 +574,7 @@ pub(crate) fn to_cel(v: &Value, s: Option<&Schema>, resource_root: bool) -> cel:
         },
         Value::Array(items) => {
             let is = s.and_then(|s| s.items.as_deref());
-            C::List(Arc::new(
-                items
-                    .iter()
-                    .map(|i| to_cel(i, is, is.is_some_and(|x| x.embedded_resource)))
-                    .collect(),
-            ))
+            C::List(Arc::new(items.iter().map(|i| to_cel(i, is, is.is_some_and(|x| x.embedded_resource))).collect()))
         }
         Value::Object(map) => {
             let mut out: HashMap<String, C> = HashMap::new();
@@ -711,10 +597,7 @@ pub(crate) fn to_cel(v: &Value, s: Option<&Schema>, resource_root: bool) -> cel:
                 }
                 let ps = s.and_then(|s| s.properties.get(k));
                 let Some(name) = escape(k) else { continue };
-                out.insert(
-                    name,
-                    to_cel(child, ps, ps.is_some_and(|p| p.embedded_resource)),
-                );
+                out.insert(name, to_cel(child, ps, ps.is_some_and(|p| p.embedded_resource)));
             }
             C::from(out)
         }
@@ -762,16 +645,9 @@ pub(crate) fn eval_tree(
     if v.is_null() || !s.has_rules {
         return;
     }
-    let Correlation {
-        correlatable,
-        parent_unchanged,
-    } = corr;
+    let Correlation { correlatable, parent_unchanged } = corr;
     let resource_root = s.embedded_resource;
-    let unchanged = if correlatable {
-        old == Some(v)
-    } else {
-        parent_unchanged
-    };
+    let unchanged = if correlatable { old == Some(v) } else { parent_unchanged };
     eval_node(s, v, old, unchanged, resource_root, path, errors);
     for sub in &s.all_of {
         eval_node(sub, v, old, false, resource_root, path, errors);
@@ -786,15 +662,8 @@ pub(crate) fn eval_tree(
                     _ => continue,
                 };
                 path.push(seg);
-                let old_child = if correlatable {
-                    old_map.and_then(|m| m.get(k))
-                } else {
-                    None
-                };
-                let corr = Correlation {
-                    correlatable,
-                    parent_unchanged: unchanged,
-                };
+                let old_child = if correlatable { old_map.and_then(|m| m.get(k)) } else { None };
+                let corr = Correlation { correlatable, parent_unchanged: unchanged };
                 eval_tree(cs, child, old_child, corr, path, errors);
                 path.pop();
             }
@@ -807,12 +676,7 @@ pub(crate) fn eval_tree(
                 let old_item = if map_list {
                     let key = |x: &Value| -> Option<Vec<Value>> {
                         let o = x.as_object()?;
-                        Some(
-                            s.list_map_keys
-                                .iter()
-                                .map(|k| o.get(k).cloned().unwrap_or(Value::Null))
-                                .collect(),
-                        )
+                        Some(s.list_map_keys.iter().map(|k| o.get(k).cloned().unwrap_or(Value::Null)).collect())
                     };
                     let k = key(item);
                     old_items.and_then(|olds| olds.iter().find(|o| k.is_some() && key(o) == k))
@@ -820,10 +684,7 @@ pub(crate) fn eval_tree(
                     None
                 };
                 path.push(Seg::Index(i));
-                let corr = Correlation {
-                    correlatable: map_list,
-                    parent_unchanged: unchanged,
-                };
+                let corr = Correlation { correlatable: map_list, parent_unchanged: unchanged };
                 eval_tree(is, item, old_item, corr, path, errors);
                 path.pop();
             }
@@ -890,7 +751,11 @@ pub(crate) fn eval_node(
             Ok(other) => errors.push(fe::invalid(
                 here.clone(),
                 Bad::Str(type_name.clone()),
-                &format!("rule did not evaluate to a bool ({:?}) for rule: {}", other.type_of(), rule_error_string(&rule.spec)),
+                &format!(
+                    "rule did not evaluate to a bool ({:?}) for rule: {}",
+                    other.type_of(),
+                    rule_error_string(&rule.spec)
+                ),
             )),
             Err(e @ ExecutionError::NoSuchOverload(_)) => errors.push(fe::invalid(
                 here.clone(),

@@ -26,8 +26,7 @@ pub(crate) fn prune(v: &mut Value, s: &Schema, resource_root: bool) {
             }
             if !s.preserve_unknown {
                 map.retain(|k, _| {
-                    s.properties.contains_key(k)
-                        || (resource_root && RESOURCE_FIELDS.contains(&k.as_str()))
+                    s.properties.contains_key(k) || (resource_root && RESOURCE_FIELDS.contains(&k.as_str()))
                 });
             }
             for (k, child) in map.iter_mut() {

@@ -81,16 +81,8 @@ impl Bad {
 
 fn build(reason: &str, field: String, body: String) -> FieldError {
     // `(*field.Path)(nil).String()` is "<nil>": errors at the object root read `<nil>: ...`
-    let field = if field.is_empty() {
-        "<nil>".to_string()
-    } else {
-        field
-    };
-    FieldError {
-        reason: reason.to_string(),
-        message: format!("{field}: {body}"),
-        field,
-    }
+    let field = if field.is_empty() { "<nil>".to_string() } else { field };
+    FieldError { reason: reason.to_string(), message: format!("{field}: {body}"), field }
 }
 
 fn with_detail(mut s: String, detail: &str) -> String {
@@ -111,38 +103,22 @@ fn valued(kind: &str, bad: &Bad, detail: &str) -> String {
 
 /// `field.Required`
 pub(crate) fn required(field: String, detail: &str) -> FieldError {
-    build(
-        "FieldValueRequired",
-        field,
-        with_detail("Required value".into(), detail),
-    )
+    build("FieldValueRequired", field, with_detail("Required value".into(), detail))
 }
 
 /// `field.Forbidden`
 pub(crate) fn forbidden(field: String, detail: &str) -> FieldError {
-    build(
-        "FieldValueForbidden",
-        field,
-        with_detail("Forbidden".into(), detail),
-    )
+    build("FieldValueForbidden", field, with_detail("Forbidden".into(), detail))
 }
 
 /// `field.Invalid`
 pub(crate) fn invalid(field: String, bad: Bad, detail: &str) -> FieldError {
-    build(
-        "FieldValueInvalid",
-        field,
-        valued("Invalid value", &bad, detail),
-    )
+    build("FieldValueInvalid", field, valued("Invalid value", &bad, detail))
 }
 
 /// `field.TypeInvalid`
 pub(crate) fn type_invalid(field: String, bad: Bad, detail: &str) -> FieldError {
-    build(
-        "FieldValueTypeInvalid",
-        field,
-        valued("Invalid value", &bad, detail),
-    )
+    build("FieldValueTypeInvalid", field, valued("Invalid value", &bad, detail))
 }
 
 /// `field.NotSupported` with the allowed values quoted like `strconv.Quote`.
@@ -153,56 +129,29 @@ pub(crate) fn not_supported(field: String, bad: Bad, allowed: &[String]) -> Fiel
         let quoted: Vec<String> = allowed.iter().map(|v| go_quote(v)).collect();
         format!("supported values: {}", quoted.join(", "))
     };
-    build(
-        "FieldValueNotSupported",
-        field,
-        valued("Unsupported value", &bad, &detail),
-    )
+    build("FieldValueNotSupported", field, valued("Unsupported value", &bad, &detail))
 }
 
 /// `field.TooLong` (the value is never printed)
 pub(crate) fn too_long(field: String, max: i64) -> FieldError {
     let detail = if max >= 0 {
-        format!(
-            "may not be more than {max} {}",
-            if max == 1 { "byte" } else { "bytes" }
-        )
+        format!("may not be more than {max} {}", if max == 1 { "byte" } else { "bytes" })
     } else {
         "value is too long".to_string()
     };
-    build(
-        "FieldValueTooLong",
-        field,
-        with_detail("Too long".into(), &detail),
-    )
+    build("FieldValueTooLong", field, with_detail("Too long".into(), &detail))
 }
 
 /// `field.TooMany`
 pub(crate) fn too_many(field: String, actual: i64, max: i64) -> FieldError {
-    let detail = if max >= 0 {
-        format!("must have at most {max} items")
-    } else {
-        "has too many items".to_string()
-    };
-    let bad = if actual >= 0 {
-        Bad::Int(actual)
-    } else {
-        Bad::Omit
-    };
-    build(
-        "FieldValueTooMany",
-        field,
-        valued("Too many", &bad, &detail),
-    )
+    let detail = if max >= 0 { format!("must have at most {max} items") } else { "has too many items".to_string() };
+    let bad = if actual >= 0 { Bad::Int(actual) } else { Bad::Omit };
+    build("FieldValueTooMany", field, valued("Too many", &bad, &detail))
 }
 
 /// `field.Duplicate`
 pub(crate) fn duplicate(field: String, bad: Bad) -> FieldError {
-    build(
-        "FieldValueDuplicate",
-        field,
-        valued("Duplicate value", &bad, ""),
-    )
+    build("FieldValueDuplicate", field, valued("Duplicate value", &bad, ""))
 }
 
 /// Go's `strconv.Quote`.
@@ -220,9 +169,7 @@ pub(crate) fn go_quote(s: &str) -> String {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
             c if c.is_control() => {
                 if (c as u32) < 0x10000 {
                     out.push_str(&format!("\\u{:04x}", c as u32))
@@ -244,28 +191,16 @@ pub(crate) fn go_float(f: f64) -> String {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
+        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
+        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
     }
     let sci = format!("{f:e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     if !(-4..6).contains(&exp) {
-        return format!(
-            "{mantissa}e{}{:02}",
-            if exp < 0 { '-' } else { '+' },
-            exp.abs()
-        );
+        return format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
     }
     format!("{f}")
 }
@@ -283,11 +218,7 @@ pub(crate) fn go_value(v: &Value) -> String {
 }
 
 fn number(n: &serde_json::Number) -> String {
-    if let Some(i) = n.as_i64() {
-        i.to_string()
-    } else {
-        go_float(n.as_f64().unwrap_or(0.0))
-    }
+    if let Some(i) = n.as_i64() { i.to_string() } else { go_float(n.as_f64().unwrap_or(0.0)) }
 }
 
 /// Go's `%#v` of `map[string]interface{}` / `[]interface{}` trees.
@@ -304,10 +235,7 @@ fn go_sharp_v(v: &Value) -> String {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            let inner: Vec<String> = keys
-                .iter()
-                .map(|k| format!("{}:{}", go_quote(k), go_sharp_v(&map[*k])))
-                .collect();
+            let inner: Vec<String> = keys.iter().map(|k| format!("{}:{}", go_quote(k), go_sharp_v(&map[*k]))).collect();
             format!("map[string]interface {{}}{{{}}}", inner.join(", "))
         }
     }

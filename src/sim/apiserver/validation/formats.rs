@@ -59,9 +59,7 @@ pub(crate) fn is_valid(format: &str, s: &str) -> bool {
         "isbn" => is_isbn10(s) || is_isbn13(s),
         "isbn10" => is_isbn10(s),
         "isbn13" => is_isbn13(s),
-        "creditcard" => {
-            CREDIT_CARD.is_match(&s.chars().filter(char::is_ascii_digit).collect::<String>())
-        }
+        "creditcard" => CREDIT_CARD.is_match(&s.chars().filter(char::is_ascii_digit).collect::<String>()),
         "ssn" => SSN.is_match(s),
         "hexcolor" => HEX_COLOR.is_match(s),
         "rgbcolor" => RGB_COLOR.is_match(s),
@@ -77,26 +75,21 @@ pub(crate) fn is_valid(format: &str, s: &str) -> bool {
 static MAC: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$|^([0-9A-Fa-f]{2}[:-]){7}[0-9A-Fa-f]{2}$|^([0-9A-Fa-f]{4}\.){2}[0-9A-Fa-f]{4}$").unwrap()
 });
-static UUID: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$").unwrap()
-});
-static UUID3: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$").unwrap()
-});
+static UUID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$").unwrap());
+static UUID3: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$").unwrap());
 static UUID4: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
-        .unwrap()
+    Regex::new(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$").unwrap()
 });
 static UUID5: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
-        .unwrap()
+    Regex::new(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$").unwrap()
 });
 static CREDIT_CARD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:4[0-9]{12}(?:[0-9]{3})?|5[1-5][0-9]{14}|6(?:011|5[0-9][0-9])[0-9]{12}|3[47][0-9]{13}|3(?:0[0-5]|[68][0-9])[0-9]{11}|(?:2131|1800|35\d{3})\d{11})$").unwrap()
 });
 static SSN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\d{3}[- ]?\d{2}[- ]?\d{4}$").unwrap());
-static HEX_COLOR: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$").unwrap());
+static HEX_COLOR: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$").unwrap());
 static RGB_COLOR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^rgb\(\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*\)$").unwrap()
 });
@@ -104,10 +97,10 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\d{4}-\d{2}-\d{2}$
 static HOSTNAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^([a-zA-Z0-9\p{S}\p{L}]((-?[a-zA-Z0-9\p{S}\p{L}]{0,62})?)|([a-zA-Z0-9\p{S}\p{L}](([a-zA-Z0-9-\p{S}\p{L}]{0,61}[a-zA-Z0-9\p{S}\p{L}])?)(\.)){1,}([a-zA-Z\p{L}]){2,63})$").unwrap()
 });
-static EMAIL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?:[^<>@\s]+\s*<)?[^@\s<>]+@[^@\s<>]+>?$").unwrap());
+static EMAIL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(?:[^<>@\s]+\s*<)?[^@\s<>]+@[^@\s<>]+>?$").unwrap());
 static GO_DURATION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[-+]?(\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))*$|^[-+]?0$").unwrap()
+    Regex::new(r"^[-+]?(\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))*$|^[-+]?0$")
+        .unwrap()
 });
 static SCALA_DURATION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^((\d+)\s*(ns|us|ms|s|m|h|d|w|nano|nanos|nanosecond|nanoseconds|micro|micros|microsecond|microseconds|milli|millis|millisecond|milliseconds|sec|secs|second|seconds|min|mins|minute|minutes|hour|hours|day|days|week|weeks))$").unwrap()
@@ -124,13 +117,8 @@ fn is_request_uri(s: &str) -> bool {
     match s.split_once(':') {
         Some((scheme, _)) => {
             !scheme.is_empty()
-                && scheme
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic())
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+                && scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
         }
         None => false,
     }
@@ -176,19 +164,11 @@ fn is_isbn10(s: &str) -> bool {
 }
 
 fn is_isbn13(s: &str) -> bool {
-    let d: Vec<u32> = s
-        .chars()
-        .filter(|c| *c != '-' && *c != ' ')
-        .filter_map(|c| c.to_digit(10))
-        .collect();
+    let d: Vec<u32> = s.chars().filter(|c| *c != '-' && *c != ' ').filter_map(|c| c.to_digit(10)).collect();
     if d.len() != 13 || s.chars().filter(|c| *c != '-' && *c != ' ').count() != 13 {
         return false;
     }
-    let sum: u32 = d
-        .iter()
-        .enumerate()
-        .map(|(i, v)| if i % 2 == 0 { *v } else { v * 3 })
-        .sum();
+    let sum: u32 = d.iter().enumerate().map(|(i, v)| if i % 2 == 0 { *v } else { v * 3 }).sum();
     sum.is_multiple_of(10)
 }
 
@@ -212,14 +192,10 @@ pub(crate) fn parse_go_duration(s: &str) -> Option<chrono::Duration> {
     }
     let mut total: f64 = 0.0;
     while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let num: f64 = rest[..num_end].parse().ok()?;
         rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let nanos = match &rest[..unit_end] {
             "ns" => 1.0,
             "us" | "µs" | "μs" => 1e3,

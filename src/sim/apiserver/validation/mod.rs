@@ -95,10 +95,7 @@ impl CrdValidator {
             return Err(errors);
         }
         let rule_count = root.count_rules();
-        Ok(Self {
-            root: Arc::new(root),
-            rule_count,
-        })
+        Ok(Self { root: Arc::new(root), rule_count })
     }
 
     /// Number of `x-kubernetes-validations` rules compiled (all of them are evaluated).
@@ -135,13 +132,7 @@ impl CrdValidator {
             }
             if let Some(child) = map.get(k) {
                 path.push(Seg::Field(k.clone()));
-                structural::validate(
-                    ps,
-                    child,
-                    old_map.and_then(|m| m.get(k)),
-                    &mut path,
-                    &mut findings,
-                );
+                structural::validate(ps, child, old_map.and_then(|m| m.get(k)), &mut path, &mut findings);
                 path.pop();
             }
         }
@@ -184,18 +175,8 @@ impl CrdValidator {
                 continue;
             };
             path.push(Seg::Field(k.clone()));
-            let corr = cel_rules::Correlation {
-                correlatable: true,
-                parent_unchanged: unchanged,
-            };
-            cel_rules::eval_tree(
-                ps,
-                child,
-                old_map.and_then(|m| m.get(k)),
-                corr,
-                &mut path,
-                &mut cel_errors,
-            );
+            let corr = cel_rules::Correlation { correlatable: true, parent_unchanged: unchanged };
+            cel_rules::eval_tree(ps, child, old_map.and_then(|m| m.get(k)), corr, &mut path, &mut cel_errors);
             path.pop();
         }
 

@@ -70,10 +70,7 @@ impl Schema {
     pub(crate) fn parse(v: &Value, path: &str, errors: &mut Vec<SchemaError>) -> Schema {
         let mut s = Schema::default();
         let Some(obj) = v.as_object() else {
-            errors.push(SchemaError {
-                path: path.into(),
-                message: "schema must be an object".into(),
-            });
+            errors.push(SchemaError { path: path.into(), message: "schema must be an object".into() });
             return s;
         };
         let str_of = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
@@ -86,30 +83,19 @@ impl Schema {
         s.format = str_of("format").filter(|f| !f.is_empty());
         if let Some(props) = obj.get("properties").and_then(Value::as_object) {
             for (k, pv) in props {
-                s.properties.insert(
-                    k.clone(),
-                    Schema::parse(pv, &format!("{path}.properties[{k}]"), errors),
-                );
+                s.properties.insert(k.clone(), Schema::parse(pv, &format!("{path}.properties[{k}]"), errors));
             }
         }
         match obj.get("additionalProperties") {
             Some(Value::Bool(false)) => s.additional_forbidden = true,
             Some(ap @ Value::Object(_)) => {
-                s.additional = Some(Box::new(Schema::parse(
-                    ap,
-                    &format!("{path}.additionalProperties"),
-                    errors,
-                )))
+                s.additional = Some(Box::new(Schema::parse(ap, &format!("{path}.additionalProperties"), errors)))
             }
             _ => {}
         }
         if let Some(items) = obj.get("items") {
             if items.is_object() {
-                s.items = Some(Box::new(Schema::parse(
-                    items,
-                    &format!("{path}.items"),
-                    errors,
-                )));
+                s.items = Some(Box::new(Schema::parse(items, &format!("{path}.items"), errors)));
             } else {
                 errors.push(SchemaError {
                     path: format!("{path}.items"),
@@ -120,12 +106,7 @@ impl Schema {
         s.required = obj
             .get("required")
             .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
             .unwrap_or_default();
         s.enum_values = obj.get("enum").and_then(Value::as_array).cloned();
         if let Some(p) = str_of("pattern") {
@@ -157,19 +138,10 @@ impl Schema {
         s.list_map_keys = obj
             .get("x-kubernetes-list-map-keys")
             .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
             .unwrap_or_default();
         s.map_type = str_of("x-kubernetes-map-type");
-        for (key, dst) in [
-            ("allOf", &mut s.all_of),
-            ("anyOf", &mut s.any_of),
-            ("oneOf", &mut s.one_of),
-        ] {
+        for (key, dst) in [("allOf", &mut s.all_of), ("anyOf", &mut s.any_of), ("oneOf", &mut s.one_of)] {
             if let Some(list) = obj.get(key).and_then(Value::as_array) {
                 for (i, sub) in list.iter().enumerate() {
                     dst.push(Schema::parse(sub, &format!("{path}.{key}[{i}]"), errors));
@@ -179,36 +151,23 @@ impl Schema {
         if let Some(not) = obj.get("not") {
             s.not = Some(Box::new(Schema::parse(not, &format!("{path}.not"), errors)));
         }
-        if let Some(rules) = obj
-            .get("x-kubernetes-validations")
-            .and_then(Value::as_array)
-        {
+        if let Some(rules) = obj.get("x-kubernetes-validations").and_then(Value::as_array) {
             for r in rules {
-                let get = |k: &str| {
-                    r.get(k)
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .filter(|s| !s.is_empty())
-                };
+                let get = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string).filter(|s| !s.is_empty());
                 s.rule_specs.push(RuleSpec {
                     rule: get("rule").unwrap_or_default(),
                     message: get("message"),
                     message_expression: get("messageExpression"),
                     field_path: get("fieldPath"),
                     reason: get("reason"),
-                    optional_old_self: r
-                        .get("optionalOldSelf")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
+                    optional_old_self: r.get("optionalOldSelf").and_then(Value::as_bool).unwrap_or(false),
                 });
             }
         }
         if s.list_type.as_deref() == Some("map") && s.list_map_keys.is_empty() {
             errors.push(SchemaError {
                 path: path.into(),
-                message:
-                    "x-kubernetes-list-map-keys must be set when x-kubernetes-list-type is map"
-                        .into(),
+                message: "x-kubernetes-list-map-keys must be set when x-kubernetes-list-type is map".into(),
             });
         }
         s
@@ -225,11 +184,7 @@ impl Schema {
     /// Number of `x-kubernetes-validations` rules in this subtree.
     pub(crate) fn count_rules(&self) -> usize {
         self.rule_specs.len()
-            + self
-                .properties
-                .values()
-                .map(Schema::count_rules)
-                .sum::<usize>()
+            + self.properties.values().map(Schema::count_rules).sum::<usize>()
             + self.additional.as_ref().map_or(0, |s| s.count_rules())
             + self.items.as_ref().map_or(0, |s| s.count_rules())
             + self.all_of.iter().map(Schema::count_rules).sum::<usize>()

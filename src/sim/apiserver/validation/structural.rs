@@ -24,13 +24,7 @@ pub(crate) struct Findings {
 }
 
 /// Validates `v` against `s`; `old` is the correlated old value on update (for ratcheting).
-pub(crate) fn validate(
-    s: &Schema,
-    v: &Value,
-    old: Option<&Value>,
-    path: &mut Vec<Seg>,
-    out: &mut Findings,
-) {
+pub(crate) fn validate(s: &Schema, v: &Value, old: Option<&Value>, path: &mut Vec<Seg>, out: &mut Findings) {
     if !path.is_empty() && old == Some(v) {
         return;
     }
@@ -56,10 +50,7 @@ pub(crate) fn validate(
             out.schema.push(fe::type_invalid(
                 name.clone(),
                 Bad::Str(go_format.to_string()),
-                &format!(
-                    "{name} in body must be of type {format}: {}",
-                    go_quote(go_format)
-                ),
+                &format!("{name} in body must be of type {format}: {}", go_quote(go_format)),
             ));
             return;
         }
@@ -85,11 +76,7 @@ pub(crate) fn validate(
                 other => other.to_string(),
             })
             .collect();
-        out.schema.push(fe::not_supported(
-            name.clone(),
-            Bad::Json(v.clone()),
-            &values,
-        ));
+        out.schema.push(fe::not_supported(name.clone(), Bad::Json(v.clone()), &values));
     }
     if let Value::Object(map) = v {
         object_checks(s, map, old, path, &name, out);
@@ -120,26 +107,16 @@ fn type_matches(s: &Schema, v: &Value, actual: &str) -> bool {
     if allowed.contains(&actual) {
         return true;
     }
-    let float_int = actual == "number"
-        && v.as_f64()
-            .is_some_and(|f| f.fract() == 0.0 && f.is_finite());
-    (float_int && allowed.contains(&"integer"))
-        || (actual == "integer" && allowed.contains(&"number"))
+    let float_int = actual == "number" && v.as_f64().is_some_and(|f| f.fract() == 0.0 && f.is_finite());
+    (float_int && allowed.contains(&"integer")) || (actual == "integer" && allowed.contains(&"number"))
 }
 
 fn type_error(name: &str, s: &Schema, actual: &str) -> FieldError {
-    let types = if s.int_or_string {
-        "integer,string".to_string()
-    } else {
-        s.ty.clone().unwrap_or_default()
-    };
+    let types = if s.int_or_string { "integer,string".to_string() } else { s.ty.clone().unwrap_or_default() };
     fe::type_invalid(
         name.to_string(),
         Bad::Str(actual.to_string()),
-        &format!(
-            "{name} in body must be of type {types}: {}",
-            go_quote(actual)
-        ),
+        &format!("{name} in body must be of type {types}: {}", go_quote(actual)),
     )
 }
 
@@ -150,13 +127,9 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
             (Some(i), Some(j)) => i == j,
             _ => x.as_f64() == y.as_f64(),
         },
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
-        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q)),
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, p)| y.get(k).is_some_and(|q| json_eq(p, q)))
+            x.len() == y.len() && x.iter().all(|(k, p)| y.get(k).is_some_and(|q| json_eq(p, q)))
         }
         _ => a == b,
     }
@@ -179,27 +152,17 @@ fn props_validators(s: &Schema, v: &Value, name: &str, out: &mut Findings) {
         out.schema.push(fe::invalid(
             String::new(),
             Bad::Str(String::new()),
-            &format!(
-                "{} must validate at least one schema (anyOf)",
-                go_quote(name)
-            ),
+            &format!("{} must validate at least one schema (anyOf)", go_quote(name)),
         ));
     }
     if !s.one_of.is_empty() {
         let n = s.one_of.iter().filter(|sub| passes(sub)).count();
         if n != 1 {
-            let detail = if n == 0 {
-                "Found none valid".to_string()
-            } else {
-                format!("Found {n} valid alternatives")
-            };
+            let detail = if n == 0 { "Found none valid".to_string() } else { format!("Found {n} valid alternatives") };
             out.schema.push(fe::invalid(
                 String::new(),
                 Bad::Str(String::new()),
-                &format!(
-                    "{} must validate one and only one schema (oneOf). {detail}",
-                    go_quote(name)
-                ),
+                &format!("{} must validate one and only one schema (oneOf). {detail}", go_quote(name)),
             ));
         }
     }
@@ -216,11 +179,7 @@ fn props_validators(s: &Schema, v: &Value, name: &str, out: &mut Findings) {
 
 /// A path whose rendering is `name` (sub-validations report under the same name).
 fn path_of(name: &str) -> Vec<Seg> {
-    if name.is_empty() {
-        Vec::new()
-    } else {
-        vec![Seg::Field(name.to_string())]
-    }
+    if name.is_empty() { Vec::new() } else { vec![Seg::Field(name.to_string())] }
 }
 
 fn string_checks(s: &Schema, st: &str, v: &Value, name: &str, out: &mut Findings) {
@@ -260,11 +219,7 @@ fn string_checks(s: &Schema, st: &str, v: &Value, name: &str, out: &mut Findings
 }
 
 fn bound(b: f64, integral_value: bool) -> String {
-    if integral_value && b.fract() == 0.0 && b.abs() < 9.2e18 {
-        format!("{}", b as i64)
-    } else {
-        go_float(b)
-    }
+    if integral_value && b.fract() == 0.0 && b.abs() < 9.2e18 { format!("{}", b as i64) } else { go_float(b) }
 }
 
 fn number_checks(s: &Schema, v: &Value, name: &str, out: &mut Findings) {
@@ -277,24 +232,13 @@ fn number_checks(s: &Schema, v: &Value, name: &str, out: &mut Findings) {
         out.schema.push(fe::invalid(
             name.to_string(),
             Bad::Json(v.clone()),
-            &format!(
-                "{name} in body should be a multiple of {}",
-                bound(m, integral)
-            ),
+            &format!("{name} in body should be a multiple of {}", bound(m, integral)),
         ));
     }
     if let Some(max) = s.maximum {
-        let bad = if s.exclusive_maximum {
-            x >= max
-        } else {
-            x > max
-        };
+        let bad = if s.exclusive_maximum { x >= max } else { x > max };
         if bad {
-            let rel = if s.exclusive_maximum {
-                "less than"
-            } else {
-                "less than or equal to"
-            };
+            let rel = if s.exclusive_maximum { "less than" } else { "less than or equal to" };
             out.schema.push(fe::invalid(
                 name.to_string(),
                 Bad::Json(v.clone()),
@@ -303,17 +247,9 @@ fn number_checks(s: &Schema, v: &Value, name: &str, out: &mut Findings) {
         }
     }
     if let Some(min) = s.minimum {
-        let bad = if s.exclusive_minimum {
-            x <= min
-        } else {
-            x < min
-        };
+        let bad = if s.exclusive_minimum { x <= min } else { x < min };
         if bad {
-            let rel = if s.exclusive_minimum {
-                "greater than"
-            } else {
-                "greater than or equal to"
-            };
+            let rel = if s.exclusive_minimum { "greater than" } else { "greater than or equal to" };
             out.schema.push(fe::invalid(
                 name.to_string(),
                 Bad::Json(v.clone()),
@@ -329,9 +265,7 @@ fn correlate<'o>(s: &Schema, item: &Value, old: Option<&'o Value>) -> Option<&'o
     match s.list_type.as_deref() {
         Some("map") => {
             let key = map_key(item, &s.list_map_keys)?;
-            old_items
-                .iter()
-                .find(|o| map_key(o, &s.list_map_keys).as_ref() == Some(&key))
+            old_items.iter().find(|o| map_key(o, &s.list_map_keys).as_ref() == Some(&key))
         }
         Some("set") => old_items.iter().find(|o| json_eq(o, item)),
         _ => None,
@@ -340,21 +274,10 @@ fn correlate<'o>(s: &Schema, item: &Value, old: Option<&'o Value>) -> Option<&'o
 
 fn map_key(item: &Value, keys: &[String]) -> Option<Vec<Value>> {
     let obj = item.as_object()?;
-    Some(
-        keys.iter()
-            .map(|k| obj.get(k).cloned().unwrap_or(Value::Null))
-            .collect(),
-    )
+    Some(keys.iter().map(|k| obj.get(k).cloned().unwrap_or(Value::Null)).collect())
 }
 
-fn array_checks(
-    s: &Schema,
-    items: &[Value],
-    old: Option<&Value>,
-    path: &mut Vec<Seg>,
-    name: &str,
-    out: &mut Findings,
-) {
+fn array_checks(s: &Schema, items: &[Value], old: Option<&Value>, path: &mut Vec<Seg>, name: &str, out: &mut Findings) {
     if let Some(is) = &s.items {
         for (i, item) in items.iter().enumerate() {
             path.push(Seg::Index(i));
@@ -388,10 +311,7 @@ fn array_checks(
 }
 
 fn has_duplicates(items: &[Value]) -> bool {
-    items
-        .iter()
-        .enumerate()
-        .any(|(i, a)| items[..i].iter().any(|b| json_eq(a, b)))
+    items.iter().enumerate().any(|(i, a)| items[..i].iter().any(|b| json_eq(a, b)))
 }
 
 /// `structurallisttype.ValidateListSetsAndMaps`
@@ -401,8 +321,7 @@ fn list_type_checks(s: &Schema, items: &[Value], path: &mut Vec<Seg>, out: &mut 
             for (i, item) in items.iter().enumerate() {
                 if items[..i].iter().any(|b| json_eq(item, b)) {
                     path.push(Seg::Index(i));
-                    out.lists
-                        .push(fe::duplicate(field_path(path), Bad::Json(item.clone())));
+                    out.lists.push(fe::duplicate(field_path(path), Bad::Json(item.clone())));
                     path.pop();
                 }
             }
@@ -416,11 +335,8 @@ fn list_type_checks(s: &Schema, items: &[Value], path: &mut Vec<Seg>, out: &mut 
                 path.push(Seg::Index(i));
                 let mut complete = true;
                 for k in &s.list_map_keys {
-                    let has_default = s
-                        .items
-                        .as_ref()
-                        .and_then(|is| is.properties.get(k))
-                        .is_some_and(|p| p.default.is_some());
+                    let has_default =
+                        s.items.as_ref().and_then(|is| is.properties.get(k)).is_some_and(|p| p.default.is_some());
                     if !obj.contains_key(k) && !has_default {
                         path.push(Seg::Field(k.clone()));
                         out.lists.push(fe::required(field_path(path), ""));
@@ -430,20 +346,10 @@ fn list_type_checks(s: &Schema, items: &[Value], path: &mut Vec<Seg>, out: &mut 
                 }
                 if complete {
                     let key = map_key(item, &s.list_map_keys).unwrap_or_default();
-                    if seen
-                        .iter()
-                        .any(|k| k.iter().zip(&key).all(|(a, b)| json_eq(a, b)))
-                    {
-                        let shown: serde_json::Map<String, Value> = s
-                            .list_map_keys
-                            .iter()
-                            .cloned()
-                            .zip(key.iter().cloned())
-                            .collect();
-                        out.lists.push(fe::duplicate(
-                            field_path(path),
-                            Bad::Json(Value::Object(shown)),
-                        ));
+                    if seen.iter().any(|k| k.iter().zip(&key).all(|(a, b)| json_eq(a, b))) {
+                        let shown: serde_json::Map<String, Value> =
+                            s.list_map_keys.iter().cloned().zip(key.iter().cloned()).collect();
+                        out.lists.push(fe::duplicate(field_path(path), Bad::Json(Value::Object(shown))));
                     } else {
                         seen.push(key);
                     }
@@ -526,20 +432,14 @@ fn embedded_checks(map: &serde_json::Map<String, Value>, path: &mut Vec<Seg>, ou
     for key in ["apiVersion", "kind"] {
         path.push(Seg::Field(key.to_string()));
         match map.get(key) {
-            None => out
-                .embedded
-                .push(fe::required(field_path(path), "must not be empty")),
-            Some(Value::String(s)) if s.is_empty() => out.embedded.push(fe::invalid(
-                field_path(path),
-                Bad::Str(String::new()),
-                "must not be empty",
-            )),
+            None => out.embedded.push(fe::required(field_path(path), "must not be empty")),
+            Some(Value::String(s)) if s.is_empty() => {
+                out.embedded.push(fe::invalid(field_path(path), Bad::Str(String::new()), "must not be empty"))
+            }
             Some(Value::String(_)) => {}
-            Some(other) => out.embedded.push(fe::invalid(
-                field_path(path),
-                Bad::Json(other.clone()),
-                "must be a string",
-            )),
+            Some(other) => {
+                out.embedded.push(fe::invalid(field_path(path), Bad::Json(other.clone()), "must be a string"))
+            }
         }
         path.pop();
     }

@@ -6,42 +6,18 @@ use serde_json::{Value, json};
 use super::{CrdValidator, FieldError, Scope};
 
 const CRDS: &[(&str, &str)] = &[
-    (
-        "cert-manager.io_certificaterequests",
-        include_str!("../../crds/cert-manager.io_certificaterequests.yaml"),
-    ),
-    (
-        "cert-manager.io_certificates",
-        include_str!("../../crds/cert-manager.io_certificates.yaml"),
-    ),
+    ("cert-manager.io_certificaterequests", include_str!("../../crds/cert-manager.io_certificaterequests.yaml")),
+    ("cert-manager.io_certificates", include_str!("../../crds/cert-manager.io_certificates.yaml")),
     (
         "druid.gardener.cloud_etcdcopybackupstasks",
         include_str!("../../crds/druid.gardener.cloud_etcdcopybackupstasks.yaml"),
     ),
-    (
-        "druid.gardener.cloud_etcdopstasks",
-        include_str!("../../crds/druid.gardener.cloud_etcdopstasks.yaml"),
-    ),
-    (
-        "druid.gardener.cloud_etcds",
-        include_str!("../../crds/druid.gardener.cloud_etcds.yaml"),
-    ),
-    (
-        "machine.sapcloud.io_machineclasses",
-        include_str!("../../crds/machine.sapcloud.io_machineclasses.yaml"),
-    ),
-    (
-        "machine.sapcloud.io_machinedeployments",
-        include_str!("../../crds/machine.sapcloud.io_machinedeployments.yaml"),
-    ),
-    (
-        "machine.sapcloud.io_machines",
-        include_str!("../../crds/machine.sapcloud.io_machines.yaml"),
-    ),
-    (
-        "machine.sapcloud.io_machinesets",
-        include_str!("../../crds/machine.sapcloud.io_machinesets.yaml"),
-    ),
+    ("druid.gardener.cloud_etcdopstasks", include_str!("../../crds/druid.gardener.cloud_etcdopstasks.yaml")),
+    ("druid.gardener.cloud_etcds", include_str!("../../crds/druid.gardener.cloud_etcds.yaml")),
+    ("machine.sapcloud.io_machineclasses", include_str!("../../crds/machine.sapcloud.io_machineclasses.yaml")),
+    ("machine.sapcloud.io_machinedeployments", include_str!("../../crds/machine.sapcloud.io_machinedeployments.yaml")),
+    ("machine.sapcloud.io_machines", include_str!("../../crds/machine.sapcloud.io_machines.yaml")),
+    ("machine.sapcloud.io_machinesets", include_str!("../../crds/machine.sapcloud.io_machinesets.yaml")),
 ];
 
 /// Rules per CRD file (all served versions), as measured on the vendored CRDs.
@@ -63,11 +39,8 @@ fn served_schemas(yaml: &str) -> Vec<(String, Value)> {
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         for v in doc["spec"]["versions"].as_array().expect("versions") {
             if v["served"].as_bool() == Some(true) {
-                let name = format!(
-                    "{}/{}",
-                    doc["metadata"]["name"].as_str().unwrap_or(""),
-                    v["name"].as_str().unwrap_or("")
-                );
+                let name =
+                    format!("{}/{}", doc["metadata"]["name"].as_str().unwrap_or(""), v["name"].as_str().unwrap_or(""));
                 out.push((name, v["schema"]["openAPIV3Schema"].clone()));
             }
         }
@@ -77,10 +50,7 @@ fn served_schemas(yaml: &str) -> Vec<(String, Value)> {
 
 fn validator(file: &str) -> CrdValidator {
     let (_, yaml) = CRDS.iter().find(|(n, _)| *n == file).expect("known CRD");
-    let (_, schema) = served_schemas(yaml)
-        .into_iter()
-        .next()
-        .expect("a served version");
+    let (_, schema) = served_schemas(yaml).into_iter().next().expect("a served version");
     CrdValidator::new(&schema).unwrap_or_else(|e| panic!("{file}: {e:?}"))
 }
 
@@ -111,8 +81,7 @@ fn every_rule_of_every_crd_compiles_and_the_counts_are_pinned() {
     for (file, yaml) in CRDS {
         let mut total = 0;
         for (name, schema) in served_schemas(yaml) {
-            let v = CrdValidator::new(&schema)
-                .unwrap_or_else(|e| panic!("{name}: rules that do not compile: {e:?}"));
+            let v = CrdValidator::new(&schema).unwrap_or_else(|e| panic!("{name}: rules that do not compile: {e:?}"));
             println!("{name}: {} CEL rules", v.rule_count());
             total += v.rule_count();
         }
@@ -158,21 +127,9 @@ fn etcd_without_labels_etcd_and_backup_is_refused_as_required() {
     assert_eq!(
         required,
         vec![
-            (
-                "spec.backup",
-                "spec.backup: Required value",
-                "FieldValueRequired"
-            ),
-            (
-                "spec.etcd",
-                "spec.etcd: Required value",
-                "FieldValueRequired"
-            ),
-            (
-                "spec.labels",
-                "spec.labels: Required value",
-                "FieldValueRequired"
-            ),
+            ("spec.backup", "spec.backup: Required value", "FieldValueRequired"),
+            ("spec.etcd", "spec.etcd: Required value", "FieldValueRequired"),
+            ("spec.labels", "spec.labels: Required value", "FieldValueRequired"),
         ]
     );
 }
@@ -184,16 +141,10 @@ fn enum_violation_lists_the_supported_values() {
     obj["spec"]["etcd"]["metrics"] = json!("verbose");
     assert_eq!(
         messages(&v.validate(&obj, None, Scope::Main)),
-        vec![
-            r#"spec.etcd.metrics: Unsupported value: "verbose": supported values: "basic", "extensive""#,
-            SKIPPED,
-        ]
+        vec![r#"spec.etcd.metrics: Unsupported value: "verbose": supported values: "basic", "extensive""#, SKIPPED,]
     );
     let e = &v.validate(&obj, None, Scope::Main)[0];
-    assert_eq!(
-        (e.reason.as_str(), e.field.as_str()),
-        ("FieldValueNotSupported", "spec.etcd.metrics")
-    );
+    assert_eq!((e.reason.as_str(), e.field.as_str()), ("FieldValueNotSupported", "spec.etcd.metrics"));
 }
 
 #[test]
@@ -267,10 +218,7 @@ fn preserve_unknown_fields_keeps_everything_below() {
         "spec": {"nodeTemplate": {"metadata": {"anything": {"goes": 1}}}, "bogus": 1}
     });
     v.default_and_prune(&mut obj);
-    assert_eq!(
-        obj["spec"]["nodeTemplate"]["metadata"]["anything"]["goes"],
-        1
-    );
+    assert_eq!(obj["spec"]["nodeTemplate"]["metadata"]["anything"]["goes"], 1);
     assert!(obj["spec"].get("bogus").is_none());
 }
 
@@ -283,14 +231,8 @@ fn defaults_are_applied_including_nested_ones() {
     });
     v.default_and_prune(&mut obj);
     assert_eq!(obj["spec"]["ttlSecondsAfterFinished"], 3600);
-    assert_eq!(
-        obj["spec"]["config"]["onDemandSnapshot"]["timeoutSecondsFull"],
-        900
-    );
-    assert_eq!(
-        obj["spec"]["config"]["onDemandSnapshot"]["timeoutSecondsDelta"],
-        60
-    );
+    assert_eq!(obj["spec"]["config"]["onDemandSnapshot"]["timeoutSecondsFull"], 900);
+    assert_eq!(obj["spec"]["config"]["onDemandSnapshot"]["timeoutSecondsDelta"], 60);
     assert_eq!(v.validate(&obj, None, Scope::Main), vec![]);
 }
 
@@ -311,20 +253,13 @@ fn etcd_ops_task_rules_immutability_and_conditional() {
     };
     assert_eq!(
         messages(&v.validate(&task("delta", Some(true), 60), None, Scope::Main)),
-        vec![
-            "spec.config.onDemandSnapshot: Invalid value: isFinal must be false (or omitted) when type is 'delta'"
-        ]
+        vec!["spec.config.onDemandSnapshot: Invalid value: isFinal must be false (or omitted) when type is 'delta'"]
     );
-    assert_eq!(
-        v.validate(&task("full", Some(true), 60), None, Scope::Main),
-        vec![]
-    );
+    assert_eq!(v.validate(&task("full", Some(true), 60), None, Scope::Main), vec![]);
     let old = task("full", None, 60);
     assert_eq!(
         messages(&v.validate(&task("full", None, 120), Some(&old), Scope::Main)),
-        vec![
-            "spec.ttlSecondsAfterFinished: Invalid value: 120: ttlSecondsAfterFinished is immutable"
-        ]
+        vec!["spec.ttlSecondsAfterFinished: Invalid value: 120: ttlSecondsAfterFinished is immutable"]
     );
     assert_eq!(
         messages(&v.validate(&task("delta", None, 60), Some(&old), Scope::Main)),
@@ -385,22 +320,17 @@ fn status_scope_validates_only_status() {
     obj["spec"]["etcd"]["metrics"] = json!("verbose");
     obj["status"] = json!({"lastOperation": {"type": "Reconcile"}, "ready": "yes"});
     let status_errs = messages(&v.validate(&obj, None, Scope::Status));
-    assert!(status_errs.contains(&r#"status.ready: Invalid value: "string": status.ready in body must be of type boolean: "string""#.to_string()), "{status_errs:?}");
     assert!(
-        status_errs.contains(&"status.lastOperation.runID: Required value".to_string()),
+        status_errs.contains(
+            &r#"status.ready: Invalid value: "string": status.ready in body must be of type boolean: "string""#
+                .to_string()
+        ),
         "{status_errs:?}"
     );
-    assert!(
-        status_errs
-            .iter()
-            .all(|m| m.starts_with("status.") || m == SKIPPED),
-        "{status_errs:?}"
-    );
+    assert!(status_errs.contains(&"status.lastOperation.runID: Required value".to_string()), "{status_errs:?}");
+    assert!(status_errs.iter().all(|m| m.starts_with("status.") || m == SKIPPED), "{status_errs:?}");
     let main_errs = messages(&v.validate(&obj, None, Scope::Main));
-    assert!(
-        main_errs.iter().all(|m| !m.starts_with("status.")),
-        "{main_errs:?}"
-    );
+    assert!(main_errs.iter().all(|m| !m.starts_with("status.")), "{main_errs:?}");
     assert_eq!(main_errs.len(), 2, "{main_errs:?}");
     assert_eq!(main_errs[1], SKIPPED);
 }
@@ -448,14 +378,8 @@ fn mcm_machine_deployment_int_or_string_and_required() {
         ]
     );
     let mut no_template = md(json!(1));
-    no_template["spec"]
-        .as_object_mut()
-        .unwrap()
-        .remove("template");
-    assert_eq!(
-        messages(&v.validate(&no_template, None, Scope::Main)),
-        vec!["spec.template: Required value"]
-    );
+    no_template["spec"].as_object_mut().unwrap().remove("template");
+    assert_eq!(messages(&v.validate(&no_template, None, Scope::Main)), vec!["spec.template: Required value"]);
 }
 
 #[test]
@@ -479,31 +403,15 @@ fn rules_that_do_not_compile_are_reported_not_skipped() {
     let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
     assert_eq!(errs.len(), 7, "{text:?}");
     assert!(
-        text[0].contains("x-kubernetes-validations[1].rule")
-            && text[0].contains("undefined field 'b'"),
+        text[0].contains("x-kubernetes-validations[1].rule") && text[0].contains("undefined field 'b'"),
         "{text:?}"
     );
-    assert!(
-        text[1].contains("undeclared reference to 'noSuchFunction'"),
-        "{text:?}"
-    );
-    assert!(
-        text[2].contains("x-kubernetes-validations[3].rule"),
-        "{text:?}"
-    );
+    assert!(text[1].contains("undeclared reference to 'noSuchFunction'"), "{text:?}");
+    assert!(text[2].contains("x-kubernetes-validations[3].rule"), "{text:?}");
     assert!(text[3].contains("reason"), "{text:?}");
-    assert!(
-        text[4].contains("undeclared reference to 'other'"),
-        "{text:?}"
-    );
-    assert!(
-        text[5].contains("must evaluate to a bool (found string)"),
-        "{text:?}"
-    );
-    assert!(
-        text[6].contains("[7].messageExpression") && text[6].contains("must evaluate to a string"),
-        "{text:?}"
-    );
+    assert!(text[4].contains("undeclared reference to 'other'"), "{text:?}");
+    assert!(text[5].contains("must evaluate to a bool (found string)"), "{text:?}");
+    assert!(text[6].contains("[7].messageExpression") && text[6].contains("must evaluate to a string"), "{text:?}");
 }
 
 #[test]
@@ -512,17 +420,11 @@ fn old_self_below_an_atomic_list_does_not_compile() {
         "xs": {"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}
     }}}});
     let errs = CrdValidator::new(&schema).expect_err("uncorrelatable");
-    assert!(
-        errs[0]
-            .message
-            .contains("oldSelf cannot be used on the uncorrelatable portion"),
-        "{errs:?}"
-    );
+    assert!(errs[0].message.contains("oldSelf cannot be used on the uncorrelatable portion"), "{errs:?}");
 }
 
 fn custom(spec_schema: Value) -> CrdValidator {
-    CrdValidator::new(&json!({"type": "object", "properties": {"spec": spec_schema}}))
-        .expect("compiles")
+    CrdValidator::new(&json!({"type": "object", "properties": {"spec": spec_schema}})).expect("compiles")
 }
 
 fn obj(spec: Value) -> Value {
@@ -540,20 +442,10 @@ fn message_expression_field_path_and_reason() {
     ]}));
     let errs = v.validate(&obj(json!({"min": -1, "max": -5})), None, Scope::Main);
     assert_eq!(
-        errs.iter()
-            .map(|e| (e.reason.as_str(), e.field.as_str(), e.message.as_str()))
-            .collect::<Vec<_>>(),
+        errs.iter().map(|e| (e.reason.as_str(), e.field.as_str(), e.message.as_str())).collect::<Vec<_>>(),
         vec![
-            (
-                "FieldValueInvalid",
-                "spec.min",
-                "spec.min: Invalid value: min -1 exceeds max -5"
-            ),
-            (
-                "FieldValueRequired",
-                "spec.name",
-                "spec.name: Required value: name is required"
-            ),
+            ("FieldValueInvalid", "spec.min", "spec.min: Invalid value: min -1 exceeds max -5"),
+            ("FieldValueRequired", "spec.name", "spec.name: Required value: name is required"),
             ("FieldValueForbidden", "spec", "spec: Forbidden: negative"),
         ]
     );
@@ -572,15 +464,11 @@ fn rules_on_maps_lists_and_scalars_with_kubernetes_functions() {
         "net": {"type": "string", "x-kubernetes-validations": [{"rule": "isCIDR(self) && cidr(self).containsIP('10.0.0.1')", "message": "cidr"}]},
         "word": {"type": "string", "x-kubernetes-validations": [{"rule": "self.find('[0-9]+') == '42' && self.matches('^[a-z0-9]+$')", "message": "word"}]}
     }}));
-    let good = obj(
-        json!({"labels": {"x-a": "b"}, "ports": [1, 2, 3], "size": "512Mi", "endpoint": "https://h:443/p",
-        "when": "2024-05-01T00:00:00Z", "net": "10.0.0.0/8", "word": "ab42"}),
-    );
+    let good = obj(json!({"labels": {"x-a": "b"}, "ports": [1, 2, 3], "size": "512Mi", "endpoint": "https://h:443/p",
+        "when": "2024-05-01T00:00:00Z", "net": "10.0.0.0/8", "word": "ab42"}));
     assert_eq!(v.validate(&good, None, Scope::Main), vec![]);
-    let bad = obj(
-        json!({"labels": {"a": "B"}, "ports": [3, 1], "size": "2Gi", "endpoint": "http://h/p",
-        "when": "2019-05-01T00:00:00Z", "net": "192.168.0.0/16", "word": "abc"}),
-    );
+    let bad = obj(json!({"labels": {"a": "B"}, "ports": [3, 1], "size": "2Gi", "endpoint": "http://h/p",
+        "when": "2019-05-01T00:00:00Z", "net": "192.168.0.0/16", "word": "abc"}));
     assert_eq!(
         messages(&v.validate(&bad, None, Scope::Main)),
         vec![
@@ -598,10 +486,8 @@ fn rules_on_maps_lists_and_scalars_with_kubernetes_functions() {
 
 #[test]
 fn evaluation_errors_are_reported_like_kube() {
-    let v = custom(
-        json!({"type": "object", "properties": {"a": {"type": "string"}},
-        "x-kubernetes-validations": [{"rule": "self.a == 'x'", "message": "a must be x"}]}),
-    );
+    let v = custom(json!({"type": "object", "properties": {"a": {"type": "string"}},
+        "x-kubernetes-validations": [{"rule": "self.a == 'x'", "message": "a must be x"}]}));
     assert_eq!(
         messages(&v.validate(&obj(json!({})), None, Scope::Main)),
         vec![r#"spec: Invalid value: "object": no such key: a evaluating rule: a must be x"#]
@@ -610,17 +496,12 @@ fn evaluation_errors_are_reported_like_kube() {
 
 #[test]
 fn optional_syntax_and_optional_old_self() {
-    let v = custom(
-        json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
-        "x-kubernetes-validations": [
-            {"rule": "self.?a.orValue('') == self.?b.orValue('')", "message": "a and b differ"},
-            {"rule": "!oldSelf.hasValue() || oldSelf.value().a == self.a", "optionalOldSelf": true, "message": "a is immutable"}
-        ]}),
-    );
-    assert_eq!(
-        v.validate(&obj(json!({"a": "1", "b": "1"})), None, Scope::Main),
-        vec![]
-    );
+    let v = custom(json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+    "x-kubernetes-validations": [
+        {"rule": "self.?a.orValue('') == self.?b.orValue('')", "message": "a and b differ"},
+        {"rule": "!oldSelf.hasValue() || oldSelf.value().a == self.a", "optionalOldSelf": true, "message": "a is immutable"}
+    ]}));
+    assert_eq!(v.validate(&obj(json!({"a": "1", "b": "1"})), None, Scope::Main), vec![]);
     assert_eq!(
         messages(&v.validate(&obj(json!({"a": "1"})), None, Scope::Main)),
         vec!["spec: Invalid value: a and b differ"]
@@ -640,23 +521,9 @@ fn unchanged_values_are_ratcheted() {
     }}));
     let old = obj(json!({"name": "toolong", "other": "a"}));
     // an update that leaves the invalid field alone passes
-    assert_eq!(
-        v.validate(
-            &obj(json!({"name": "toolong", "other": "b"})),
-            Some(&old),
-            Scope::Main
-        ),
-        vec![]
-    );
-    let errs = v.validate(
-        &obj(json!({"name": "toolong2", "other": "b"})),
-        Some(&old),
-        Scope::Main,
-    );
-    assert_eq!(
-        messages(&errs),
-        vec!["spec.name: Too long: may not be more than 3 bytes"]
-    );
+    assert_eq!(v.validate(&obj(json!({"name": "toolong", "other": "b"})), Some(&old), Scope::Main), vec![]);
+    let errs = v.validate(&obj(json!({"name": "toolong2", "other": "b"})), Some(&old), Scope::Main);
+    assert_eq!(messages(&errs), vec!["spec.name: Too long: may not be more than 3 bytes"]);
     assert_eq!(errs[0].reason, "FieldValueTooLong");
 }
 
@@ -672,10 +539,8 @@ fn bounds_items_properties_and_formats() {
         "b": {"type": "string", "format": "byte"},
         "nul": {"type": "string", "nullable": true}
     }}));
-    let bad = obj(
-        json!({"n": 11, "x": 0.5, "s": "a", "xs": ["a", "b", "c"], "m": {"a": "1", "b": "2"},
-        "t": "noon", "b": "%%%", "nul": null}),
-    );
+    let bad = obj(json!({"n": 11, "x": 0.5, "s": "a", "xs": ["a", "b", "c"], "m": {"a": "1", "b": "2"},
+        "t": "noon", "b": "%%%", "nul": null}));
     assert_eq!(
         messages(&v.validate(&bad, None, Scope::Main)),
         vec![
@@ -734,14 +599,9 @@ fn embedded_resources_keep_and_require_type_fields() {
 
 #[test]
 fn escaped_property_names_are_visible_to_rules() {
-    let v = custom(
-        json!({"type": "object", "properties": {"x-y": {"type": "string"}, "in": {"type": "string"}},
-        "x-kubernetes-validations": [{"rule": "self.x__dash__y == self.__in__", "message": "differ"}]}),
-    );
-    assert_eq!(
-        v.validate(&obj(json!({"x-y": "a", "in": "a"})), None, Scope::Main),
-        vec![]
-    );
+    let v = custom(json!({"type": "object", "properties": {"x-y": {"type": "string"}, "in": {"type": "string"}},
+        "x-kubernetes-validations": [{"rule": "self.x__dash__y == self.__in__", "message": "differ"}]}));
+    assert_eq!(v.validate(&obj(json!({"x-y": "a", "in": "a"})), None, Scope::Main), vec![]);
     assert_eq!(
         messages(&v.validate(&obj(json!({"x-y": "a", "in": "b"})), None, Scope::Main)),
         vec!["spec: Invalid value: differ"]
@@ -798,21 +658,14 @@ fn every_accepted_function_evaluates() {
     let names = super::cel_rules::accepted_function_names();
     for name in &names {
         let call = name.rsplit('.').next().unwrap_or(name);
-        assert!(
-            joined.contains(&format!("{call}(")),
-            "no probe calls {name}"
-        );
+        assert!(joined.contains(&format!("{call}(")), "no probe calls {name}");
     }
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object"}}});
     for probe in probes {
         let mut s = schema.clone();
         s["properties"]["spec"]["x-kubernetes-validations"] = json!([{"rule": probe}]);
         let v = CrdValidator::new(&s).unwrap_or_else(|e| panic!("{probe}: {e:?}"));
-        assert_eq!(
-            v.validate(&obj(json!({})), None, Scope::Main),
-            vec![],
-            "{probe}"
-        );
+        assert_eq!(v.validate(&obj(json!({})), None, Scope::Main), vec![], "{probe}");
     }
 }
 
@@ -821,39 +674,27 @@ fn etcd_operator_task_crd_generated_from_the_rust_type_validates() {
     let crd = serde_json::to_value(crate::api::task::crd()).expect("CRD serializes");
     let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
     let v = CrdValidator::new(schema).unwrap_or_else(|e| panic!("EtcdOperatorTask schema: {e:?}"));
-    println!(
-        "etcdoperatortasks.druid.gardener.cloud: {} CEL rules",
-        v.rule_count()
-    );
+    println!("etcdoperatortasks.druid.gardener.cloud: {} CEL rules", v.rule_count());
     assert!(v.rule_count() >= 1);
     let task = |spec: Value| json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "EtcdOperatorTask", "metadata": {"name": "t"}, "spec": spec});
     let owner = json!({"name": "etcd-main", "namespace": "shoot--a--b"});
     let ok = task(json!({"type": "OnDemandSnapshot", "ownerEtcdRefrence": owner}));
     assert_eq!(v.validate(&ok, None, Scope::Main), vec![]);
-    let both = task(
-        json!({"type": "OnDemandSnapshot", "ownerEtcdRefrence": owner, "ownerEtcdReference": owner}),
-    );
+    let both = task(json!({"type": "OnDemandSnapshot", "ownerEtcdRefrence": owner, "ownerEtcdReference": owner}));
     let errs = v.validate(&both, None, Scope::Main);
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert_eq!(
-        (errs[0].reason.as_str(), errs[0].field.as_str()),
-        ("FieldValueInvalid", "spec")
-    );
+    assert_eq!((errs[0].reason.as_str(), errs[0].field.as_str()), ("FieldValueInvalid", "spec"));
     let neither = task(json!({"type": "OnDemandSnapshot"}));
     assert_eq!(v.validate(&neither, None, Scope::Main).len(), 1);
 }
 
 #[test]
 fn a_format_on_a_non_string_value_is_reported_against_the_format() {
-    let v = custom(
-        json!({"type": "object", "properties": {"t": {"type": "string", "format": "date-time"}}}),
-    );
+    let v = custom(json!({"type": "object", "properties": {"t": {"type": "string", "format": "date-time"}}}));
     let errs = v.validate(&obj(json!({"t": 5})), None, Scope::Main);
     assert_eq!(
         messages(&errs),
-        vec![
-            r#"spec.t: Invalid value: "int64": spec.t in body must be of type date-time: "int64""#
-        ]
+        vec![r#"spec.t: Invalid value: "int64": spec.t in body must be of type date-time: "int64""#]
     );
     assert_eq!(errs[0].reason, "FieldValueTypeInvalid");
 }
