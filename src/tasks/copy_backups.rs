@@ -204,9 +204,6 @@ impl Step for WaitForCopy {
     fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
         async move { Ok(self.verify(cx).await? == Readiness::Ready) }.boxed()
     }
-    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
-        async move { Ok(()) }.boxed()
-    }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
             let name = copy_task_name(cx.task_name());

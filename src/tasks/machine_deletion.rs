@@ -161,12 +161,6 @@ impl Step for WaitReplacementNode {
     fn timeout(&self) -> Duration {
         Duration::from_secs(1200)
     }
-    fn check<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, bool> {
-        async move { Ok(false) }.boxed()
-    }
-    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
-        async move { Ok(()) }.boxed()
-    }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
             let j = cx.journal(PLAN_KEY).unwrap_or_default();
@@ -204,12 +198,6 @@ impl Step for WaitMembersReady {
     }
     fn timeout(&self) -> Duration {
         Duration::from_secs(600)
-    }
-    fn check<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, bool> {
-        async move { Ok(false) }.boxed()
-    }
-    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
-        async move { Ok(()) }.boxed()
     }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {

@@ -223,12 +223,6 @@ impl Step for VerifyAllMembersReady {
     fn poll_interval(&self) -> Duration {
         Duration::from_millis(250)
     }
-    fn check<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, bool> {
-        async move { Ok(false) }.boxed()
-    }
-    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
-        async move { Ok(()) }.boxed()
-    }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {
             let problems = cluster_formed_problems(cx, &self.0).await?;

@@ -681,9 +681,6 @@ impl Step for WaitMemberReady {
         // Waiting has no effect to skip: verify returns at once when the pod is ready.
         async move { Ok(false) }.boxed()
     }
-    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
-        async move { Ok(()) }.boxed()
-    }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move { pod_readiness(cx, &self.e.names.pod(self.ordinal)).await }.boxed()
     }
@@ -883,12 +880,6 @@ impl Step for VerifyClusterFormed {
     }
     fn poll_interval(&self) -> Duration {
         Duration::from_millis(250)
-    }
-    fn check<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, bool> {
-        async move { Ok(false) }.boxed()
-    }
-    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
-        async move { Ok(()) }.boxed()
     }
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
         async move {

@@ -81,10 +81,15 @@ pub trait Step: Send + Sync {
     fn poll_interval(&self) -> Duration {
         Duration::from_millis(500)
     }
-    /// Whether the step's effect is already there (then `act` is skipped).
-    fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool>;
-    /// Does the step; must be idempotent.
-    fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()>;
+    /// Whether the step's effect is already there (then `act` is skipped); by default never, for steps that
+    /// only wait.
+    fn check<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, bool> {
+        Box::pin(async { Ok(false) })
+    }
+    /// Does the step; must be idempotent. By default nothing, for steps that only wait for `verify`.
+    fn act<'a>(&'a self, _cx: &'a StepContext) -> StepFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
     /// Whether the effect is observed yet.
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness>;
 }
