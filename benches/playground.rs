@@ -56,7 +56,7 @@ async fn run() {
         pg.wait_ready(Duration::from_secs(90)).await.expect("3-member Etcd ready");
         ready.push(t.elapsed());
         let t = Instant::now();
-        pg.down().await;
+        pg.down().await.expect("playground down");
         down.push(t.elapsed());
         eprintln!(
             "round {}: anchor {:.3}s, playground ready {:.3}s, down {:.3}s",

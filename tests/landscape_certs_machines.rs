@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// Waits until every Certificate the Etcd references is Ready with a revision.
 async fn wait_certs_ready(pg: &Playground, ns: &str, names: &[String]) -> Vec<Certificate> {
-    let api: Api<Certificate> = Api::namespaced(pg.server().client(), ns);
+    let api: Api<Certificate> = Api::namespaced(pg.client(), ns);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let certs = api.list(&ListParams::default()).await.unwrap().items;
@@ -43,7 +43,7 @@ async fn playground_etcd_has_issued_certificates_and_members_on_machine_nodes() 
     let pg = Playground::up(PlaygroundOptions::new(dir.path())).await.expect("playground up");
     pg.wait_ready(Duration::from_secs(40)).await.expect("3-member Etcd ready");
     let ns = pg.namespaces()[0].clone();
-    let client = pg.server().client();
+    let client = pg.client();
 
     // Certificates behind every TLS secret the Etcd references: Ready, revision >= 1, a key pair in the secret.
     let etcd = Api::<Etcd>::namespaced(client.clone(), &ns).get(pg.etcd_name()).await.unwrap();
@@ -100,6 +100,6 @@ async fn playground_etcd_has_issued_certificates_and_members_on_machine_nodes() 
         assert!(item["revision"].as_i64().unwrap_or(0) >= 1, "{item}");
     }
 
-    pg.down().await;
+    pg.down().await.expect("playground down");
     assert!(etcd_children_of_this_process().is_empty(), "down leaves no etcd behind");
 }

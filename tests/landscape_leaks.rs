@@ -81,7 +81,7 @@ async fn playground_down_stops_every_etcd_it_started() {
         assert!(children.contains(pid), "etcd {pid} is a child of this process ({children:?})");
     }
 
-    pg.down().await;
+    pg.down().await.expect("playground down");
     let left = survivors_after(dir.path(), Duration::from_secs(2));
     kill_all(&left);
     assert!(left.is_empty(), "etcd processes survived Playground::down: {left:?}");

@@ -1,5 +1,8 @@
-//! End-to-end: the playground (embedded API server + landscape with real etcd processes).
+//! End-to-end: the playground (landscape with real etcd processes) on the embedded API server, or on the
+//! external one of `DRUIDCTL_TEST_KUBECONFIG` (see `e2e_support`).
 //! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
+
+mod e2e_support;
 
 use std::time::{Duration, Instant};
 
@@ -7,30 +10,37 @@ use druidctl::sim::etcd::process::etcd_children_of_this_process;
 use druidctl::sim::etcd::snapshot::restore_snapshot;
 use druidctl::sim::etcd::{MemberConfig, MemberProcess, require_etcd};
 use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::{BreakKind, Playground, PlaygroundOptions};
+use druidctl::sim::landscape::{BreakKind, Playground};
+use druidctl::tasks::sidecar::{self, Route, Target};
+use e2e_support::E2e;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-async fn ready_playground(dir: &std::path::Path) -> Playground {
-    let pg = Playground::up(PlaygroundOptions::new(dir)).await.expect("playground up");
+async fn ready_playground() -> E2e {
     let started = Instant::now();
-    pg.wait_ready(Duration::from_secs(40)).await.expect("3-member Etcd ready");
+    let pg = E2e::start(3, |_| {}).await;
     eprintln!("playground: 3-member Etcd ready after {:?}", started.elapsed());
     pg
 }
 
+/// POSTs `path` to the leading member's sidecar the way druidctl does (service proxy, or directly where the API
+/// server cannot proxy) and returns its JSON answer.
+async fn leader_sidecar(pg: &Playground, ns: &str, path: &str) -> serde_json::Value {
+    let etcd = Api::<druidctl::api::Etcd>::namespaced(pg.client(), ns).get(pg.etcd_name()).await.unwrap();
+    sidecar::post(&pg.client(), &etcd, &Target::Leader, path).await.unwrap_or_else(|e| panic!("POST {path}: {e}"))
+}
+
 async fn pod(pg: &Playground, ns: &str, name: &str) -> Pod {
-    Api::<Pod>::namespaced(pg.server().client(), ns).get(name).await.unwrap()
+    Api::<Pod>::namespaced(pg.client(), ns).get(name).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_members_down_is_quorum_lost_and_their_return_is_quorate_with_the_keys() {
     let Some(_) = require_etcd("playground transient quorum loss") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let pg = ready_playground(dir.path()).await;
+    let pg = ready_playground().await;
     let ns = pg.namespaces()[0].clone();
     let c = pg.etcd_client(&ns, 0).unwrap();
     for i in 0..10 {
@@ -41,7 +51,7 @@ async fn two_members_down_is_quorum_lost_and_their_return_is_quorate_with_the_ke
     pg.break_(BreakKind::MemberDown, &target).await.unwrap();
     pg.wait_ready_reason(&ns, "QuorumLost", Duration::from_secs(15)).await.expect("Etcd reports QuorumLost");
     // DWD scaled the dependents down.
-    let deps = Api::<Deployment>::namespaced(pg.server().client(), &ns);
+    let deps = Api::<Deployment>::namespaced(pg.client(), &ns);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let kcm = deps.get("kube-controller-manager").await.unwrap();
@@ -71,8 +81,7 @@ async fn two_members_down_is_quorum_lost_and_their_return_is_quorate_with_the_ke
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destroying_two_members_data_stays_quorum_lost() {
     let Some(_) = require_etcd("playground permanent quorum loss") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let pg = ready_playground(dir.path()).await;
+    let pg = ready_playground().await;
     let ns = pg.namespaces()[0].clone();
     pg.etcd_client(&ns, 0).unwrap().put("k", "v").await.unwrap();
     pg.break_(BreakKind::QuorumLost, &BreakTarget::default()).await.unwrap();
@@ -90,30 +99,42 @@ async fn destroying_two_members_data_stays_quorum_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_taken_through_the_sidecar_api_restores_into_a_fresh_member() {
     let Some(binary) = require_etcd("playground snapshot") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let pg = ready_playground(dir.path()).await;
+    let pg = ready_playground().await;
     let ns = pg.namespaces()[0].clone();
     let c = pg.etcd_client(&ns, 1).unwrap();
     for i in 0..25 {
         c.put(format!("/registry/secrets/s{i:02}"), format!("secret-{i}")).await.unwrap();
     }
-    // Through the API server's service proxy to the leading member's sidecar.
-    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/full"))
-        .body(Vec::new())
-        .unwrap();
-    let text = pg.server().client().request_text(req).await.expect("sidecar answers through the proxy");
-    let info: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(info["kind"], "Full", "{text}");
-    let snap =
-        dir.path().join("backups").join(&ns).join(format!("{ns}_etcd-main")).join(info["snapName"].as_str().unwrap());
+    // Through the API server's service proxy to the leading member's sidecar; an external server cannot reach
+    // it, so there the landscape publishes the leader's address and druidctl goes straight to it.
+    let etcd = Api::<druidctl::api::Etcd>::namespaced(pg.client(), &ns).get("etcd-main").await.unwrap();
+    let route = sidecar::route(&pg.client(), &etcd, &Target::Leader, "/snapshot/full").await.unwrap();
+    let leader =
+        &etcd.status.as_ref().unwrap().members.iter().find(|m| m.role.as_deref() == Some("Leader")).unwrap().name;
+    let leader: u32 = leader.rsplit('-').next().unwrap().parse().unwrap();
+    match (&route, pg.is_external()) {
+        (Route::Proxy(path), false) => assert!(path.contains("/services/etcd-main-client:8080/proxy/"), "{path}"),
+        (Route::Direct(url), true) => {
+            assert_eq!(url, &format!("http://{}/snapshot/full", pg.member(&ns, leader).unwrap().backup_addr()))
+        }
+        (route, external) => panic!("route {route:?} on an {} server", if external { "external" } else { "embedded" }),
+    }
+    let info = leader_sidecar(&pg, &ns, "/snapshot/full").await;
+    assert_eq!(info["kind"], "Full", "{info}");
+    let snap = pg
+        .state_dir()
+        .join("backups")
+        .join(&ns)
+        .join(format!("{ns}_etcd-main"))
+        .join(info["snapName"].as_str().unwrap());
     assert!(snap.exists(), "{} in the object store", snap.display());
-    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(pg.server().client(), &ns)
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(pg.client(), &ns)
         .get("etcd-main-full-snap")
         .await
         .unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity.unwrap(), info["lastRevision"].to_string());
 
-    let cfg = MemberConfig::new("fresh-0", dir.path().join("fresh/data"), dir.path().join("fresh.log"));
+    let cfg = MemberConfig::new("fresh-0", pg.state_dir().join("fresh/data"), pg.state_dir().join("fresh.log"));
     restore_snapshot(&binary, &snap, &cfg).await.unwrap();
     let fresh = MemberProcess::spawn(&binary, cfg).unwrap();
     fresh.wait_serving(Duration::from_secs(20)).await.unwrap();
@@ -126,8 +147,7 @@ async fn a_snapshot_taken_through_the_sidecar_api_restores_into_a_fresh_member()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_member_is_restored_as_a_learner_without_losing_quorum() {
     let Some(_) = require_etcd("playground corrupt member") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let pg = ready_playground(dir.path()).await;
+    let pg = ready_playground().await;
     let ns = pg.namespaces()[0].clone();
     pg.etcd_client(&ns, 0).unwrap().put("before", "1").await.unwrap();
     let old_id = pg.etcd_client(&ns, 2).unwrap().status().await.unwrap().member_id;
@@ -155,24 +175,25 @@ async fn a_corrupt_member_is_restored_as_a_learner_without_losing_quorum() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn component_protection_blocks_operators_until_disabled_and_kubectl_sees_the_seed() {
     let Some(_) = require_etcd("playground protection") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let pg = ready_playground(dir.path()).await;
+    let pg = ready_playground().await;
     let ns = pg.namespaces()[0].clone();
-    let sts = Api::<StatefulSet>::namespaced(pg.server().client(), &ns);
-    let scale = json!({"spec": {"replicas": 3}, "metadata": {"annotations": {"touched": "by-operator"}}});
-    let err = sts.patch("etcd-main", &PatchParams::default(), &Patch::Merge(&scale)).await.expect_err("protected");
-    assert!(err.to_string().contains("disable-etcd-component-protection"), "{err}");
-    let etcds = Api::<druidctl::api::Etcd>::namespaced(pg.server().client(), &ns);
-    etcds
-        .patch(
-            "etcd-main",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {
-            "druid.gardener.cloud/disable-etcd-component-protection": ""}}})),
-        )
-        .await
-        .unwrap();
-    sts.patch("etcd-main", &PatchParams::default(), &Patch::Merge(&scale)).await.expect("allowed once disabled");
+    if pg.embedded("component protection is an admission hook of the embedded API server").is_some() {
+        let sts = Api::<StatefulSet>::namespaced(pg.client(), &ns);
+        let scale = json!({"spec": {"replicas": 3}, "metadata": {"annotations": {"touched": "by-operator"}}});
+        let err = sts.patch("etcd-main", &PatchParams::default(), &Patch::Merge(&scale)).await.expect_err("protected");
+        assert!(err.to_string().contains("disable-etcd-component-protection"), "{err}");
+        let etcds = Api::<druidctl::api::Etcd>::namespaced(pg.client(), &ns);
+        etcds
+            .patch(
+                "etcd-main",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"metadata": {"annotations": {
+                "druid.gardener.cloud/disable-etcd-component-protection": ""}}})),
+            )
+            .await
+            .unwrap();
+        sts.patch("etcd-main", &PatchParams::default(), &Patch::Merge(&scale)).await.expect("allowed once disabled");
+    }
 
     if let Ok(out) = std::process::Command::new("kubectl")
         .args(["--kubeconfig", pg.kubeconfig_path().to_str().unwrap(), "get", "etcd,sts,pods,pvc,leases", "-n", &ns])
@@ -198,29 +219,21 @@ async fn manual_quorum_loss_recovery_restores_the_snapshotted_keys_and_scales_ba
     use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
     use kube::api::{DeleteParams, ListParams};
     let Some(_) = require_etcd("playground quorum-loss recovery") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let pg = ready_playground(dir.path()).await;
+    let pg = ready_playground().await;
     let ns = pg.namespaces()[0].clone();
-    let admin = pg.server().client();
+    let admin = pg.client();
     let c = pg.etcd_client(&ns, 0).unwrap();
     for i in 0..10 {
         c.put(format!("/before/{i}"), "a").await.unwrap();
     }
-    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/full"))
-        .body(Vec::new())
-        .unwrap();
-    admin.request_text(req).await.unwrap();
+    leader_sidecar(&pg, &ns, "/snapshot/full").await;
     c.put("/delta/1", "b").await.unwrap();
-    let req =
-        http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/delta"))
-            .body(Vec::new())
-            .unwrap();
-    admin.request_text(req).await.unwrap();
+    leader_sidecar(&pg, &ns, "/snapshot/delta").await;
     pg.break_(BreakKind::BackupFailing, &BreakTarget::default()).await.unwrap();
     c.put("/after/1", "lost").await.unwrap();
     pg.break_(BreakKind::QuorumLost, &BreakTarget::default()).await.unwrap();
     pg.wait_ready_reason(&ns, "QuorumLost", Duration::from_secs(15)).await.unwrap();
-    pg.landscape().set_backup_failing(&ns, "etcd-main", false);
+    pg.landscape(&ns).unwrap().set_backup_failing(&ns, "etcd-main", false);
 
     let etcds = Api::<druidctl::api::Etcd>::namespaced(admin.clone(), &ns);
     let sts = Api::<StatefulSet>::namespaced(admin.clone(), &ns);
@@ -324,10 +337,9 @@ async fn manual_quorum_loss_recovery_restores_the_snapshotted_keys_and_scales_ba
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_backups_turn_backup_ready_false_and_an_apiserver_restart_is_survived() {
     let Some(_) = require_etcd("playground backup failing") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let pg = ready_playground(dir.path()).await;
+    let pg = ready_playground().await;
     let ns = pg.namespaces()[0].clone();
-    let etcds = Api::<druidctl::api::Etcd>::namespaced(pg.server().client(), &ns);
+    let etcds = Api::<druidctl::api::Etcd>::namespaced(pg.client(), &ns);
     let backup_reason = || async {
         let s = serde_json::to_value(etcds.get("etcd-main").await.unwrap().status.unwrap()).unwrap();
         druidctl::sim::landscape::status::condition(&s, "BackupReady").unwrap()
@@ -337,7 +349,9 @@ async fn failing_backups_turn_backup_ready_false_and_an_apiserver_restart_is_sur
         assert!(Instant::now() < deadline, "backups never became ready: {:?}", backup_reason().await);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    pg.break_(BreakKind::ApiserverRestart, &BreakTarget::default()).await.unwrap();
+    if pg.embedded("restarting the API server needs the embedded one").is_some() {
+        pg.break_(BreakKind::ApiserverRestart, &BreakTarget::default()).await.unwrap();
+    }
     pg.break_(BreakKind::BackupFailing, &BreakTarget::default()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while backup_reason().await.1 != "IncrementalBackupFailed" {
@@ -353,22 +367,16 @@ async fn failing_backups_turn_backup_ready_false_and_an_apiserver_restart_is_sur
 async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
     let Some(binary) = require_etcd("playground compaction") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let pg = ready_playground(dir.path()).await;
+    let pg = ready_playground().await;
     let ns = pg.namespaces()[0].clone();
-    let admin = pg.server().client();
-    let proxy = |what: &str| {
-        http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/{what}"))
-            .body(Vec::new())
-            .unwrap()
-    };
+    let admin = pg.client();
     let c = pg.etcd_client(&ns, 0).unwrap();
     c.put("full", "1").await.unwrap();
-    admin.request_text(proxy("full")).await.unwrap();
+    leader_sidecar(&pg, &ns, "/snapshot/full").await;
     c.put("delta-a", "2").await.unwrap();
-    admin.request_text(proxy("delta")).await.unwrap();
+    leader_sidecar(&pg, &ns, "/snapshot/delta").await;
     c.put("delta-b", "3").await.unwrap();
-    let last: serde_json::Value = serde_json::from_str(&admin.request_text(proxy("delta")).await.unwrap()).unwrap();
+    let last = leader_sidecar(&pg, &ns, "/snapshot/delta").await;
     let last_rev = last["lastRevision"].as_i64().expect("a delta was taken");
 
     let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(admin.clone(), &ns);
@@ -393,14 +401,14 @@ async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
     };
     let st = job.status.unwrap();
     assert_eq!(st.succeeded, Some(1), "{:?}", st.conditions);
-    let store = dir.path().join("backups").join(&ns).join(format!("{ns}_etcd-main"));
+    let store = pg.state_dir().join("backups").join(&ns).join(format!("{ns}_etcd-main"));
     let compacted = std::fs::read_dir(&store)
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .find(|n| n.starts_with(&format!("Full-00000000-{last_rev:08}-")))
         .expect("a compacted full snapshot named after the last delta");
-    let cfg = MemberConfig::new("check-0", dir.path().join("check/data"), dir.path().join("check.log"));
+    let cfg = MemberConfig::new("check-0", pg.state_dir().join("check/data"), pg.state_dir().join("check.log"));
     restore_snapshot(&binary, &store.join(&compacted), &cfg).await.unwrap();
     let check = MemberProcess::spawn(&binary, cfg).unwrap();
     check.wait_serving(Duration::from_secs(20)).await.unwrap();
@@ -431,6 +439,6 @@ async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
         assert!(Instant::now() < deadline, "copy task did not finish");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(dir.path().join("backups").join(&ns).join("copied").join(&compacted).exists());
+    assert!(pg.state_dir().join("backups").join(&ns).join("copied").join(&compacted).exists());
     pg.down().await;
 }

@@ -1,6 +1,8 @@
 //! `runbook cert-renewal` and `runbook machine-replacement` end to end: the real binary against the embedded API
 //! server (real CRDs) with the cert-manager and MCM actors, a three-member Etcd whose member pods run on the
 //! MachineSet's nodes, and a small in-test kubelet that recreates a deleted member pod, ready, on a Ready node.
+//! The member pods here have no TLS endpoint, so the served-certificate check reports them as not verified;
+//! `runbook_certs_playground` checks real served certificates.
 
 mod cli_support;
 
@@ -19,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 const NS: &str = "shoot--a";
 const NOT_FOUND: i32 = 6;
+const FAILED: i32 = 1;
+const REJECTED: i32 = 3;
 const CERTS: [&str; 3] = ["etcd-server", "etcd-client", "etcd-peer"];
 
 struct Fx {
@@ -27,7 +31,7 @@ struct Fx {
     dir: tempfile::TempDir,
     kubeconfig: std::path::PathBuf,
     _mcm: Mcm,
-    _cm: CertManager,
+    cm: CertManager,
     kubelet: CancellationToken,
     /// (machine, node) hosting etcd-main-0, -1, -2.
     hosts: Vec<(String, String)>,
@@ -230,7 +234,7 @@ impl Fx {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("config");
         std::fs::write(&kubeconfig, server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
-        let fx = Fx { server, _endpoint: endpoint, dir, kubeconfig, _mcm: mcm, _cm: cm, kubelet, hosts };
+        let fx = Fx { server, _endpoint: endpoint, dir, kubeconfig, _mcm: mcm, cm, kubelet, hosts };
         for name in CERTS {
             fx.wait_revision(name, 1).await;
         }
@@ -328,6 +332,14 @@ async fn cert_renewal_with_yes_issues_new_revisions_and_restarts_every_member() 
         .map(|s| stdout.find(&format!("✓ {s}")).unwrap_or_else(|| panic!("{s} completed: {stdout}")))
         .collect();
     assert!(order[0] < order[1] && order[1] < order[2], "followers first, the leader last: {stdout}");
+    // These pods publish no TLS endpoint: the served certificates are reported as not verified, not as verified.
+    for i in 0..3 {
+        assert!(
+            stdout.contains(&format!("warning: VerifyServedCertificates: etcd-main-{i}: NOT verified")),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("✓ VerifyServedCertificates: done with warnings"), "{stdout}");
     let tasks = Api::<DynamicObject>::namespaced_with(
         fx.server.client(),
         NS,
@@ -400,4 +412,265 @@ async fn machine_replacement_with_yes_replaces_the_machine_and_waits_for_the_mem
         writes.contains(&format!("delete /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}")),
         "{writes:?}"
     );
+}
+
+async fn set_member_ready(client: &kube::Client, i: usize, ready: bool) {
+    let status = json!({"status": {"phase": "Running",
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .patch_status(&format!("etcd-main-{i}"), &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("pod status");
+}
+
+/// The druidctl binary with stdin and stderr on a pseudo-terminal (stdout piped): waits until the typed
+/// confirmation is asked, types `answer` and Enter, and returns `(exit code, stdout, terminal output)`.
+fn run_on_terminal(
+    kubeconfig: &std::path::Path,
+    home: &std::path::Path,
+    args: &[String],
+    answer: &str,
+) -> (i32, String, String) {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // SAFETY: plain libc pty calls; the master fd is owned by the File created right after.
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+    assert!(master >= 0, "posix_openpt");
+    let slave_name = unsafe {
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        std::ffi::CStr::from_ptr(libc::ptsname(master)).to_string_lossy().into_owned()
+    };
+    let mut master = unsafe { std::fs::File::from_raw_fd(master) };
+    let slave =
+        || std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open(&slave_name).unwrap();
+    let mut child = std::process::Command::new(bin())
+        .args(args)
+        .env("HOME", home)
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
+        .env_remove("COMPLETE")
+        .stdin(slave())
+        .stderr(slave())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (seen, mut master) = (seen.clone(), master.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            // Ends with EIO once the child (the last holder of the terminal) exits.
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !seen.lock().unwrap().contains("to confirm") {
+        assert!(std::time::Instant::now() < deadline, "no confirmation asked: {}", seen.lock().unwrap());
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    master.write_all(format!("{answer}\r").as_bytes()).unwrap();
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    drop(master);
+    let _ = reader.join();
+    let terminal = seen.lock().unwrap().clone();
+    (code, stdout, terminal)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cert_renewal_with_failing_issuance_restarts_no_member_shows_the_next_retry_and_resumes_once_fixed() {
+    let fx = Fx::start().await;
+    let uids = fx.pod_uids().await;
+    fx.cm.set_failing(NS, "etcd-server", true);
+    let out = fx.run(&["runbook", "cert-renewal", "etcd-main", "--yes"]).await;
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(FAILED), "{stdout}{err}");
+    assert!(err.contains("issuing certificate etcd-server failed") && err.contains("no member was restarted"), "{err}");
+    assert!(!stdout.contains("→ [2/5] RestartMember"), "no restart step started: {stdout}");
+    assert_eq!(fx.pod_uids().await, uids, "no member restarted");
+    assert!(!fx.admin_writes().iter().any(|w| w.starts_with("delete ")), "{:?}", fx.admin_writes());
+
+    // The retry time the runbook names is the one `cert status` shows: lastFailureTime + 1h (first failure).
+    let said: jiff::Timestamp = err
+        .split("cert-manager retries at ")
+        .nth(1)
+        .and_then(|rest| rest.split([';', ' ', ',']).next())
+        .expect("the next retry in the error")
+        .parse()
+        .unwrap();
+    let out = fx.run(&["cert", "status", "--etcd", "etcd-main", "-o", "json"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let server = doc["items"].as_array().unwrap().iter().find(|i| i["name"] == "etcd-server").unwrap().clone();
+    assert_eq!(server["failedIssuanceAttempts"], 1, "{server}");
+    let last: jiff::Timestamp = server["lastFailureTime"].as_str().unwrap().parse().unwrap();
+    let next: jiff::Timestamp = server["nextRetryAt"].as_str().unwrap().parse().unwrap();
+    assert_eq!(next.duration_since(last), jiff::SignedDuration::from_hours(1), "{server}");
+    assert_eq!(said, next, "the runbook and cert status name the same retry time");
+    assert_eq!(server["revision"], 1, "the old certificate stays");
+
+    // Once the issuer works again, re-running continues the same task: it triggers again and restarts the members.
+    fx.cm.set_failing(NS, "etcd-server", false);
+    let out = fx.run(&["runbook", "cert-renewal", "etcd-main", "--yes"]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("continuing task"), "{stdout}");
+    assert!(fx.revision("etcd-server").await >= Some(2));
+    let after = fx.pod_uids().await;
+    assert!((0..3).all(|i| after[i].is_some() && after[i] != uids[i]), "every member restarted: {stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machine_replacement_refuses_while_another_member_is_down_and_for_a_node_without_members() {
+    let fx = Fx::start().await;
+    let client = fx.server.client();
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let snapshot = || async {
+        // What druidctl could change: existence, labels (force-deletion), annotations (trigger-deletion-by-mcm)
+        // and deletion (resource versions move with MCM's own status updates).
+        let ms: Vec<_> = machines
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|m| (m.metadata.name, m.metadata.labels, m.metadata.annotations, m.metadata.deletion_timestamp))
+            .collect();
+        let nodes: Vec<_> = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|n| (n.metadata.name, n.metadata.labels, n.metadata.annotations, n.metadata.deletion_timestamp))
+            .collect();
+        (ms, nodes, fx.pod_uids().await)
+    };
+
+    // Another member of the Etcd is down: replacing the node of etcd-main-0 would leave 1 of 3.
+    set_member_ready(&client, 1, false).await;
+    fx.server.request_log().clear();
+    let before = snapshot().await;
+    let (machine, node) = fx.hosts[0].clone();
+    for args in [
+        vec!["runbook", "machine-replacement", machine.as_str(), "--yes"],
+        vec!["runbook", "machine-replacement", "--node", node.as_str(), "--force", "--yes"],
+    ] {
+        let out = fx.run(&args).await;
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(REJECTED), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("etcd shoot--a/etcd-main would lose quorum (2 of 3 members ready now, 2 needed; etcd-main-0 on this node)"),
+            "{err}"
+        );
+        assert!(err.contains("nothing was changed"), "{err}");
+    }
+    assert_eq!(fx.admin_writes(), Vec::<String>::new(), "no task, no label, no deletion");
+    assert_eq!(snapshot().await, before, "machines, nodes and member pods unchanged");
+    set_member_ready(&client, 1, true).await;
+
+    // A fourth machine whose node hosts no member.
+    let ms_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "MachineSet"),
+        "machinesets",
+    );
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ms_ar)
+        .patch("worker", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 4}})))
+        .await
+        .unwrap();
+    let mut spare = None;
+    for _ in 0..200 {
+        let hosts: Vec<&String> = fx.hosts.iter().map(|(m, _)| m).collect();
+        spare = machines
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|m| !hosts.contains(&m.metadata.name.as_ref().unwrap()) && m.node_name().is_some());
+        if spare.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let spare = spare.expect("a fourth machine with a node");
+    let (spare_machine, spare_node) = (spare.metadata.name.clone().unwrap(), spare.node_name().unwrap().to_string());
+    fx.server.request_log().clear();
+    let before = snapshot().await;
+    for args in [
+        vec!["runbook", "machine-replacement", spare_machine.as_str(), "--yes"],
+        vec!["runbook", "machine-replacement", "--node", spare_node.as_str(), "--yes"],
+    ] {
+        let out = fx.run(&args).await;
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(REJECTED), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("no etcd member runs on node {spare_node}")), "{err}");
+        assert!(err.contains("machine delete"), "it names the command for a node without members: {err}");
+    }
+    assert_eq!(fx.admin_writes(), Vec::<String>::new());
+    assert_eq!(snapshot().await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machine_replacement_with_force_needs_the_etcd_name_typed_on_a_terminal() {
+    let fx = Fx::start().await;
+    let (machine, node) = fx.hosts[2].clone();
+    let machines: Api<Machine> = Api::namespaced(fx.server.client(), NS);
+    let args = ["runbook", "machine-replacement", machine.as_str(), "--force"];
+
+    // Without a terminal and without --yes: refused before anything is created.
+    let out = fx.run(&args).await;
+    assert_eq!(out.status.code(), Some(REJECTED), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--yes"), "{}", text(&out.stderr));
+    assert_eq!(fx.admin_writes(), Vec::<String>::new());
+
+    // On a terminal, a wrong answer declines: the machine and its node stay.
+    let (kc, home, owned) = (fx.kubeconfig.clone(), fx.dir.path().to_path_buf(), args_owned(&args));
+    let (code, stdout, terminal) =
+        tokio::task::spawn_blocking(move || run_on_terminal(&kc, &home, &owned, "etcd-events")).await.unwrap();
+    assert_eq!(code, REJECTED, "{stdout}{terminal}");
+    assert!(terminal.contains("Type \"etcd-main\" to confirm"), "{terminal}");
+    assert!(stdout.contains("DESTRUCTIVE RequestMachineDeletion"), "{stdout}");
+    let m = machines.get(&machine).await.unwrap();
+    assert!(m.metadata.deletion_timestamp.is_none(), "the machine is not deleted");
+    assert!(!m.metadata.labels.unwrap_or_default().contains_key("force-deletion"), "no force-deletion label");
+    assert!(
+        !fx.admin_writes().iter().any(|w| w.contains("/machines/") || w.contains("/nodes/")),
+        "{:?}",
+        fx.admin_writes()
+    );
+
+    // Typing the Etcd's name confirms: the machine is force-deleted and replaced, the members are ready again.
+    let (kc, home, owned) = (fx.kubeconfig.clone(), fx.dir.path().to_path_buf(), args_owned(&args));
+    let (code, stdout, terminal) =
+        tokio::task::spawn_blocking(move || run_on_terminal(&kc, &home, &owned, "etcd-main")).await.unwrap();
+    assert_eq!(code, 0, "{stdout}{terminal}");
+    for step in ["RequestMachineDeletion", "WaitForReplacementNode", "WaitForMembersReady"] {
+        assert!(stdout.contains(&format!("✓ {step}")), "{step}: {stdout}");
+    }
+    assert!(machines.get_opt(&machine).await.unwrap().is_none(), "the machine is gone");
+    let writes = fx.admin_writes();
+    assert!(
+        writes.contains(&format!("patch /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}")),
+        "the force-deletion label was set: {writes:?}"
+    );
+    let nodes = Api::<Node>::all(fx.server.client()).list(&ListParams::default()).await.unwrap().items;
+    assert!(!nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())), "the old node is gone");
+}
+
+fn args_owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
 }

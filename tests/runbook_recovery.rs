@@ -50,11 +50,7 @@ async fn quorum_loss_recovery_restores_the_keys_before_the_snapshot_and_loses_th
         finished["summary"]["totalMs"], finished["summary"]["waitedMs"], finished["summary"]["overheadMs"]
     );
     assert_keys(&pg, &ns, 25).await;
-    let tasks = Api::<EtcdOperatorTask>::namespaced(pg.server().client(), &ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let tasks = Api::<EtcdOperatorTask>::namespaced(pg.client(), &ns).list(&ListParams::default()).await.unwrap().items;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].state().as_str(), "Succeeded");
     assert_eq!(pg.etcd_ready(&ns).await.unwrap(), ("True".to_string(), "Quorate".to_string()));
@@ -91,13 +87,10 @@ async fn quorum_loss_recovery_killed_in_the_destructive_part_finishes_on_rerun_w
     child.start_kill().unwrap();
     let status = child.wait().await.unwrap();
     assert!(!status.success());
-    let pvcs = Api::<PersistentVolumeClaim>::namespaced(pg.server().client(), &ns);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(pg.client(), &ns);
     assert!(pvcs.list(&ListParams::default()).await.unwrap().items.is_empty(), "the destructive step had completed");
-    let task = &Api::<EtcdOperatorTask>::namespaced(pg.server().client(), &ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items[0];
+    let task =
+        &Api::<EtcdOperatorTask>::namespaced(pg.client(), &ns).list(&ListParams::default()).await.unwrap().items[0];
     assert_eq!(task.state().as_str(), "InProgress", "the journal keeps the run open");
 
     // Re-run the same command: it waits for the killed run's lease, then continues.

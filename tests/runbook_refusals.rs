@@ -35,19 +35,29 @@ async fn a_healthy_cluster_refuses_recovery_member_restore_of_a_healthy_member_a
     assert_eq!(r.code, REJECTED, "preconditions are checked for a plan too: {}", r.stderr);
 
     // A user the API server knows but RBAC grants nothing.
-    pg.server().add_user("intern", &[]);
-    let kubeconfig = dir.path().join("intern.kubeconfig");
-    std::fs::write(&kubeconfig, pg.server().kubeconfig_yaml(pg.url(), "intern", Some(&ns))).unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
-        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "runbook", "quorum-loss-recovery", "etcd-main", "--yes"])
-        .env_remove("KUBECONFIG")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(FORBIDDEN), "{stderr}");
-    assert!(one_sentence(&stderr).contains("forbidden"), "{stderr}");
+    if let Some(server) = pg.embedded("needs a user without permissions, which only the embedded server makes up") {
+        server.add_user("intern", &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("intern.kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml(pg.url(), "intern", Some(&ns))).unwrap();
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
+            .args([
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "runbook",
+                "quorum-loss-recovery",
+                "etcd-main",
+                "--yes",
+            ])
+            .env_remove("KUBECONFIG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(FORBIDDEN), "{stderr}");
+        assert!(one_sentence(&stderr).contains("forbidden"), "{stderr}");
+    }
 
     assert_eq!(cluster_facts(&pg, &ns).await, before, "refusals change nothing");
     pg.down().await;
@@ -79,46 +89,55 @@ async fn without_a_terminal_and_without_yes_the_recovery_refuses_before_changing
     assert!(one_sentence(&r.stderr).contains("no unfinished"), "{}", r.stderr);
 
     // A user who may read everything but change nothing: the RBAC pre-flight names what is missing.
-    let admin = pg.server().client();
-    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "read-everything"},
-        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
-    }))
-    .unwrap();
-    kube::Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
-        .create(&Default::default(), &role)
-        .await
+    if let Some(server) = pg.embedded("needs a read-only user, which only the embedded server makes up") {
+        let admin = pg.client();
+        let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "read-everything"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
+        }))
         .unwrap();
-    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "viewer-reads"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "read-everything"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "viewer"}],
-    }))
-    .unwrap();
-    kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin)
-        .create(&Default::default(), &binding)
-        .await
+        kube::Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
+            .create(&Default::default(), &role)
+            .await
+            .unwrap();
+        let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "viewer-reads"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "read-everything"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "viewer"}],
+        }))
         .unwrap();
-    pg.server().add_user("viewer", &[]);
-    let dir2 = tempfile::tempdir().unwrap();
-    let kubeconfig = dir2.path().join("viewer.kubeconfig");
-    std::fs::write(&kubeconfig, pg.server().kubeconfig_yaml(pg.url(), "viewer", Some(&ns))).unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
-        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "runbook", "quorum-loss-recovery", "etcd-main", "--yes"])
-        .env_remove("KUBECONFIG")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{stderr}");
-    let line = one_sentence(&stderr);
-    assert!(line.contains("missing permissions") && line.contains("delete persistentvolumeclaims"), "{line}");
+        kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin)
+            .create(&Default::default(), &binding)
+            .await
+            .unwrap();
+        server.add_user("viewer", &[]);
+        let dir2 = tempfile::tempdir().unwrap();
+        let kubeconfig = dir2.path().join("viewer.kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml(pg.url(), "viewer", Some(&ns))).unwrap();
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
+            .args([
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "runbook",
+                "quorum-loss-recovery",
+                "etcd-main",
+                "--yes",
+            ])
+            .env_remove("KUBECONFIG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{stderr}");
+        let line = one_sentence(&stderr);
+        assert!(line.contains("missing permissions") && line.contains("delete persistentvolumeclaims"), "{line}");
+    }
 
     // The newest full snapshot is two days old: --yes alone is not enough, the data loss must be accepted.
     let old =
         (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(48)).strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string();
-    let leases = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(pg.server().client(), &ns);
+    let leases = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(pg.client(), &ns);
     let patch = serde_json::json!({"spec": {"renewTime": old}});
     leases
         .patch("etcd-main-full-snap", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))

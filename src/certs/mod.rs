@@ -6,11 +6,13 @@
 //! - [`report`]: one status row per Certificate, pure, printable.
 //! - [`select`]: which Certificates an Etcd depends on, pure.
 //! - [`renew`]: the cluster operations (find, trigger, wait).
+//! - [`served`]: the certificate a member serves on its client TLS endpoint, compared by serial number.
 
 pub mod backoff;
 pub mod renew;
 pub mod report;
 pub mod select;
+pub mod served;
 
 pub use backoff::next_retry_at;
 pub use renew::{CertError, RenewOptions, RenewOutcome};

@@ -1,4 +1,5 @@
-//! `demo`: a whole rehearsal of the worst day, end to end, on a throw-away playground with real etcd: write
+//! `demo`: a whole rehearsal of the worst day, end to end, on a throw-away playground with real etcd (simulated
+//! members without an etcd binary or with `--simulated-members`): write
 //! keys, take a full snapshot, write more, destroy a majority of the members (permanent quorum loss), run
 //! the quorum-loss-recovery runbook with `--yes`, check which keys survived, print a timeline, tear down.
 
@@ -27,6 +28,9 @@ pub struct DemoArgs {
     /// Keep the state directory (logs, volumes, backups) instead of deleting it.
     #[arg(long)]
     pub keep: bool,
+    /// Run simulated etcd members even when an etcd binary is installed (without one they are simulated anyway).
+    #[arg(long)]
+    pub simulated_members: bool,
 }
 
 struct Timeline {
@@ -78,16 +82,21 @@ async fn demo(dir: &PathBuf, args: &DemoArgs, stop: CancellationToken) -> anyhow
     println!("druidctl demo: permanent quorum loss and its recovery, on a local playground\n");
 
     let t = tl.begin(
-        "start the playground: embedded API server + 3 real etcd members (etcd-druid, StatefulSet, sidecars simulated)",
+        "start the playground: embedded API server + 3 etcd members (etcd-druid, StatefulSet, sidecars simulated)",
     );
     let mut opts = PlaygroundOptions::new(dir);
     // Delta snapshots only hourly here, so the full snapshot below is the last backup before the disaster.
     opts.delta_snapshot_period = "1h".into();
+    if args.simulated_members {
+        opts.landscape = Some(super::playground::simulated_members(dir));
+    }
     let pg = super::playground::start(opts).await?;
+    println!("         etcd members: {}", pg.etcd_backend().describe());
     let result = run_on(&pg, &mut tl, t, args, stop).await;
     let t = tl.begin("tear down: stop every etcd process and the API server");
-    pg.down().await;
+    let down = pg.down().await;
     tl.end("tear down", t);
+    down?;
     result?;
     println!("\nTimeline:");
     let width = tl.entries.iter().map(|(w, _)| w.chars().count()).max().unwrap_or(10);
@@ -121,7 +130,7 @@ async fn run_on(
     let t = tl.begin("take a full snapshot through the backup sidecar (service proxy /snapshot/full)");
     let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/{etcd}-client:8080/proxy/snapshot/full"))
         .body(Vec::new())?;
-    let answer = pg.server().client().request_text(req).await.map_err(|e| anyhow::anyhow!("full snapshot: {e}"))?;
+    let answer = pg.client().request_text(req).await.map_err(|e| anyhow::anyhow!("full snapshot: {e}"))?;
     tl.end("full snapshot", t);
     println!("         snapshot: {}", answer.trim().chars().take(160).collect::<String>());
 
@@ -143,7 +152,7 @@ async fn run_on(
     o.resume_command = format!("druidctl runbook quorum-loss-recovery -n {ns} {etcd} --resume --yes");
     let mut op = CliOperator::new(druidctl::output::OutputFormat::Table, false);
     op.indent = "         ";
-    let outcome = druidctl::runbook::run(&pg.server().client(), &QUORUM_LOSS_RECOVERY, &o, &op, stop).await;
+    let outcome = druidctl::runbook::run(&pg.client(), &QUORUM_LOSS_RECOVERY, &o, &op, stop).await;
     op.finish();
     let summary = match outcome {
         Ok(Outcome::Completed(s)) => s,

@@ -1,13 +1,18 @@
-//! `playground up|down|status|break`: a local landscape to rehearse on (the embedded API server over HTTP and
-//! real etcd processes), everything under one state directory. `up` runs in the foreground (Ctrl-C stops it)
-//! or `--detach`ed; `break` hands its request to the running playground through the state directory.
+//! `playground up|down|status|break|apiserver`: a local landscape to rehearse on (the embedded API server over
+//! HTTP, or an existing API server with `--kubeconfig`/`--context`, and real etcd processes), everything under one
+//! state directory. `up` runs in the foreground (Ctrl-C stops it) or `--detach`ed; `break` hands its request to
+//! the running playground through the state directory; `apiserver` serves the embedded API server alone.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
+use druidctl::sim::etcd::EtcdBackend;
 use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::{BreakKind, Playground, PlaygroundOptions};
+use druidctl::sim::landscape::playground::SIMULATED_MEMBERS_CAPABILITY;
+use druidctl::sim::landscape::{
+    BreakKind, ExternalServer, LandscapeOptions, Playground, PlaygroundOptions, PlaygroundRecord,
+};
 
 use super::Context;
 
@@ -26,14 +31,30 @@ pub struct PlaygroundArgs {
 /// Playground commands.
 #[derive(Debug, Subcommand)]
 pub enum PlaygroundCommand {
-    /// Start the playground: an API server on loopback and Etcds with real etcd processes.
+    /// Start the playground: an API server on loopback (or the one of --kubeconfig/--context) and Etcds with
+    /// real etcd processes (simulated members when no etcd binary is found).
     Up(UpArgs),
-    /// Stop a detached playground and every process it started.
+    /// Stop a detached playground and every process it started; against an external API server, also remove
+    /// what it created there.
     Down,
-    /// Whether a playground runs, and its kubeconfig.
+    /// Whether a playground runs, its kubeconfig, its mode and the fallbacks in force.
     Status,
     /// Inject a failure into the running playground.
     Break(BreakArgs),
+    /// Serve the embedded API server alone over HTTP (no landscape) until stopped, e.g. as the external API
+    /// server of `playground up --kubeconfig` or of the end-to-end tests.
+    Apiserver(ApiserverArgs),
+}
+
+/// Arguments of `playground apiserver`.
+#[derive(Debug, Args)]
+pub struct ApiserverArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// Where to write the admin kubeconfig (written once the server listens).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig_out: PathBuf,
 }
 
 /// Arguments of `playground up`.
@@ -51,6 +72,14 @@ pub struct UpArgs {
     /// How long to wait for the Etcds to become ready.
     #[arg(long, default_value = "90s", value_parser = super::parse_duration)]
     pub timeout: Duration,
+    /// Namespaces are PREFIX0, PREFIX1, …; against an external API server they must not exist yet.
+    #[arg(long, default_value = "shoot--playground--", value_name = "PREFIX")]
+    pub namespace_prefix: String,
+    /// Run simulated etcd members (in-process, same etcd API) even when an etcd binary is installed. Without an
+    /// etcd binary (PATH or DRUIDCTL_ETCD_BIN) members are simulated anyway; DRUIDCTL_ETCD_BIN=simulated asks
+    /// for them too.
+    #[arg(long)]
+    pub simulated_members: bool,
 }
 
 /// Arguments of `playground break`.
@@ -105,21 +134,79 @@ pub fn exec(ctx: &mut Context, args: PlaygroundArgs) -> anyhow::Result<()> {
             Ok(())
         }),
         PlaygroundCommand::Status => {
-            match pid_alive(&dir) {
-                Some(pid) if dir.join("ready").exists() => ctx.printer.text(&format!(
+            let mut text = match pid_alive(&dir) {
+                Some(pid) if dir.join("ready").exists() => format!(
                     "playground running (pid {pid}, state {})\nexport KUBECONFIG={}\n",
                     dir.display(),
                     dir.join("kubeconfig").display()
-                ))?,
-                Some(pid) => {
-                    ctx.printer.text(&format!("playground starting (pid {pid}, state {})\n", dir.display()))?
-                }
-                None => ctx.printer.text(&format!("no playground running (state {})\n", dir.display()))?,
+                ),
+                Some(pid) => format!("playground starting (pid {pid}, state {})\n", dir.display()),
+                None => format!("no playground running (state {})\n", dir.display()),
+            };
+            if let Some(record) = PlaygroundRecord::read(&dir) {
+                text.push_str(&describe(&record));
             }
+            ctx.printer.text(&text)?;
             Ok(())
         }
         PlaygroundCommand::Break(a) => rt.block_on(request_break(ctx, &dir, a)),
+        PlaygroundCommand::Apiserver(a) => rt.block_on(serve_apiserver(ctx, a)),
     }
+}
+
+/// The mode, namespaces, what was created and the fallbacks in force, for `status`.
+fn describe(r: &PlaygroundRecord) -> String {
+    let mut out = match &r.context {
+        Some(c) => format!("mode: {} (API server {}, context {c})\n", r.mode, r.server),
+        None => format!("mode: {} (API server {})\n", r.mode, r.server),
+    };
+    out.push_str(&format!("namespaces: {}\n", r.namespaces.join(", ")));
+    if r.is_external() {
+        let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+        out.push_str(&format!(
+            "created (removed by down): namespaces {}; CRDs {}\nexisting CRDs used as they are: {}\n",
+            list(&r.created_namespaces),
+            list(&r.created_crds),
+            list(&r.existing_crds)
+        ));
+    }
+    if r.fallbacks.is_empty() {
+        out.push_str("fallbacks: none (the embedded API server provides everything)\n");
+    } else {
+        out.push_str("fallbacks:\n");
+        for f in &r.fallbacks {
+            out.push_str(&format!("  - {}: {}\n", f.capability, f.instead));
+        }
+    }
+    out
+}
+
+/// `playground apiserver`: the embedded API server alone over HTTP, until SIGINT/SIGTERM.
+async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<()> {
+    let server = druidctl::sim::apiserver::ApiServer::new();
+    let endpoint = server.serve_http(a.listen).await?;
+    // Written atomically once the server listens, so a script can wait for the file.
+    let tmp = a.kubeconfig_out.with_extension("tmp");
+    std::fs::write(&tmp, server.kubeconfig_yaml(&endpoint.url, "admin", None))?;
+    std::fs::rename(&tmp, &a.kubeconfig_out)?;
+    ctx.printer.text(&format!(
+        "embedded API server listening on {}\nexport KUBECONFIG={}\n",
+        endpoint.url,
+        a.kubeconfig_out.display()
+    ))?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    endpoint.shutdown();
+    Ok(())
+}
+
+/// The external API server of `--kubeconfig` / `--context`, if either is given.
+fn external(ctx: &Context) -> Option<ExternalServer> {
+    (ctx.global.kubeconfig.is_some() || ctx.global.context.is_some())
+        .then(|| ExternalServer { kubeconfig: ctx.global.kubeconfig.clone(), context: ctx.global.context.clone() })
 }
 
 async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
@@ -134,19 +221,25 @@ async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
     let mut opts = PlaygroundOptions::new(dir);
     opts.members = a.members;
     opts.etcds = a.etcds;
+    opts.namespace_prefix = a.namespace_prefix.clone();
+    opts.external = external(ctx);
+    if a.simulated_members {
+        opts.landscape = Some(simulated_members(dir));
+    }
     let pg = start(opts).await?;
     let ready = pg.wait_ready(a.timeout).await;
     if let Err(e) = ready {
-        pg.down().await;
+        pg.down().await?;
         return Err(e.into());
     }
     std::fs::write(dir.join("ready"), "")?;
     ctx.printer.text(&format!(
-        "playground ready: {} Etcd(s) {} with {} real etcd members each in {}\n{}\n",
+        "playground ready: {} Etcd(s) {} with {} members each in {}\netcd members: {}\n{}\n",
         pg.namespaces().len(),
         pg.etcd_name(),
         a.members,
         pg.namespaces().join(", "),
+        pg.etcd_backend().describe(),
         pg.export_line()
     ))?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -158,22 +251,23 @@ async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
         }
     }
     let _ = std::fs::remove_file(dir.join("ready"));
-    pg.down().await;
+    pg.down().await?;
     eprintln!("playground stopped");
     Ok(())
 }
 
-/// Starts a playground and installs the EtcdOperatorTask CRD into it (runbooks journal in tasks).
+/// Starts a playground (with the EtcdOperatorTask CRD: runbooks journal in tasks): real etcd members when an etcd
+/// binary is found, else simulated ones ([`Playground::etcd_backend`] says which and why; `status` shows it too).
 pub async fn start(opts: PlaygroundOptions) -> anyhow::Result<Playground> {
-    if druidctl::sim::etcd::EtcdBinary::find().is_none() {
-        anyhow::bail!(
-            "the playground runs real etcd processes, but no etcd binary was found; install it (Debian/Ubuntu: apt install etcd-server) or set DRUIDCTL_ETCD_BIN"
-        );
+    Ok(Playground::up(opts).await?)
+}
+
+/// Landscape options with simulated etcd members, as `--simulated-members` asks.
+pub fn simulated_members(dir: &Path) -> LandscapeOptions {
+    LandscapeOptions {
+        etcd: Some(EtcdBackend::simulated("requested with --simulated-members")),
+        ..LandscapeOptions::new(dir)
     }
-    let pg = Playground::up(opts).await?;
-    let crd = serde_json::to_string(&druidctl::api::task::crd())?;
-    pg.server().register_crd_yaml(&crd).map_err(|e| anyhow::anyhow!("registering the EtcdOperatorTask CRD: {e}"))?;
-    Ok(pg)
 }
 
 fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
@@ -185,10 +279,18 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(dir.join("ready"));
     let log = std::fs::File::create(dir.join("playground.log"))?;
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    if let Some(k) = &ctx.global.kubeconfig {
+        cmd.arg("--kubeconfig").arg(k);
+    }
+    if let Some(c) = &ctx.global.context {
+        cmd.args(["--context", c]);
+    }
     cmd.args(["playground", "--dir"])
         .arg(dir)
         .args([
             "up",
+            "--namespace-prefix",
+            &a.namespace_prefix,
             "--members",
             &a.members.to_string(),
             "--etcds",
@@ -196,6 +298,7 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
             "--timeout",
             &format!("{}s", a.timeout.as_secs()),
         ])
+        .args(a.simulated_members.then_some("--simulated-members"))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
@@ -225,8 +328,12 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    let simulated = PlaygroundRecord::read(dir)
+        .and_then(|r| r.fallbacks.into_iter().find(|f| f.capability.starts_with(SIMULATED_MEMBERS_CAPABILITY)))
+        .map(|f| format!("etcd members: {}\n", f.instead))
+        .unwrap_or_default();
     ctx.printer.text(&format!(
-        "playground running in the background (pid {}); stop it with `druidctl playground down --dir {}`\nexport KUBECONFIG={}\n",
+        "playground running in the background (pid {}); stop it with `druidctl playground down --dir {}`\n{simulated}export KUBECONFIG={}\n",
         child.id(),
         dir.display(),
         dir.join("kubeconfig").display()

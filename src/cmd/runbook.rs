@@ -189,15 +189,17 @@ async fn resolve_machine(
         Some((ns, name)) => (ns.to_string(), name.to_string()),
         None => (machine_ns.clone(), e.to_string()),
     });
+    // An earlier run of this replacement is unfinished: the engine continues it from its journal, whatever the
+    // node carries now (its member may already be gone, the machine too).
+    let resuming = match &given {
+        Some((ns, name)) => has_unfinished(client, &MACHINE_REPLACEMENT, ns, name, &config_for(ns)).await,
+        None => false,
+    };
     let plan = match machine_ops::inspect(client, &machine_ns, target, force).await {
         Ok(p) => Some(p),
-        Err(MachineError::Cluster(c)) => match (&c, &given) {
+        Err(MachineError::Cluster(c)) => match &c {
             // The machine is gone because an earlier run deleted it: continue that run.
-            (ClusterError::NotFound { .. }, Some((ns, name)))
-                if has_unfinished(client, &MACHINE_REPLACEMENT, ns, name, &config_for(ns)).await =>
-            {
-                None
-            }
+            ClusterError::NotFound { .. } if resuming => None,
             _ => return Err(c.into()),
         },
         Err(refused @ MachineError::WouldLoseQuorum(_)) => {
@@ -228,6 +230,7 @@ async fn resolve_machine(
         (None, None) => unreachable!("without --etcd the target was inspected"),
     };
     if let Some(p) = &plan
+        && !resuming
         && !p.impact.etcds.iter().any(|e| e.namespace == etcd_ns && e.etcd == etcd_name)
     {
         return Err(AnnotateError::Rejected(format!(
@@ -242,6 +245,13 @@ async fn resolve_machine(
         for l in p.describe() {
             println!("{l}");
         }
+    }
+    // The blast-radius check before anything is created (the deletion step checks it again right before acting).
+    if let Some(why) = plan.as_ref().filter(|_| !resuming).and_then(|p| p.impact.refusal()) {
+        return Err(AnnotateError::Rejected(format!(
+            "{why}; nothing was changed (the runbook never costs an etcd its quorum: bring the other members back first)"
+        ))
+        .into());
     }
     let mut args = format!("-n {machine_ns} ");
     match target {

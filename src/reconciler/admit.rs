@@ -84,7 +84,7 @@ impl Reconciler {
                         return Ok(next);
                     }
                 }
-                return Ok(Next::RequeueAfter(self.opts.wait_requeue));
+                return Ok(Next::Waiting(self.opts.wait_requeue));
             }
             Admission::Proceed => {}
         }

@@ -3,7 +3,7 @@
 //! seeds/003), a de-duplicating work queue with delayed requeues, `workers` concurrent reconciles, leader
 //! election on a Lease, and the `/metrics`, `/healthz` and `/readyz` endpoints.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,7 +63,9 @@ pub struct ControllerOptions {
 
 type Key = (String, String);
 
-/// A de-duplicating work queue: a key is queued at most once and never handed to two workers at once.
+/// A de-duplicating work queue: a key is queued at most once and never handed to two workers at once; a
+/// delayed requeue keeps only the earliest pending time of a key, so requeueing a key again and again (every
+/// resync of a finished task) does not pile up timers.
 #[derive(Default)]
 struct Queue {
     state: Mutex<QueueState>,
@@ -76,6 +78,8 @@ struct QueueState {
     queued: HashSet<Key>,
     active: HashSet<Key>,
     dirty: HashSet<Key>,
+    /// Delayed requeues: the earliest time each key is due.
+    scheduled: HashMap<Key, tokio::time::Instant>,
 }
 
 impl Queue {
@@ -94,10 +98,29 @@ impl Queue {
         if after.is_zero() {
             return self.push(key);
         }
+        let due = tokio::time::Instant::now() + after;
+        {
+            let mut s = self.state.lock().expect("queue");
+            match s.scheduled.get(&key) {
+                Some(earlier) if *earlier <= due => return,
+                _ => s.scheduled.insert(key.clone(), due),
+            };
+        }
         let q = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            q.push(key);
+            tokio::time::sleep_until(due).await;
+            // Only the timer of the earliest due time pushes (a later one was superseded by it).
+            let mine = {
+                let mut s = q.state.lock().expect("queue");
+                let mine = s.scheduled.get(&key) == Some(&due);
+                if mine {
+                    s.scheduled.remove(&key);
+                }
+                mine
+            };
+            if mine {
+                q.push(key);
+            }
         });
     }
 
@@ -131,6 +154,71 @@ impl Queue {
     }
 }
 
+/// The unfinished tasks of each Etcd, by the task's namespace and its Etcd's name, with the state each was last
+/// seen in. Admission needs only a task's Etcd-mates (FIFO and duplicates), and when a task changes state only
+/// they need another look, so nothing scans every task of a namespace or of the cluster per reconcile or event.
+#[derive(Default)]
+struct EtcdIndex {
+    by_etcd: HashMap<Key, HashMap<Key, TaskState>>,
+    etcd_of: HashMap<Key, Key>,
+}
+
+fn etcd_key(t: &EtcdOperatorTask) -> Key {
+    let r = &t.spec.owner_etcd_refrence;
+    (r.namespace.clone(), r.name.clone())
+}
+
+impl EtcdIndex {
+    /// Records a change of `task`; returns the keys of the tasks that should look again because a task ahead of
+    /// them may have moved (it changed state, finished, or left its Etcd).
+    fn apply(&mut self, task: &EtcdOperatorTask) -> Vec<Key> {
+        let key = key_of(task);
+        let etcd = etcd_key(task);
+        let mut wake = Vec::new();
+        if let Some(old) = self.etcd_of.get(&key).cloned()
+            && old != etcd
+        {
+            wake.extend(self.remove(&key));
+        }
+        let state = task.state();
+        if state.is_terminal() {
+            wake.extend(self.remove(&key));
+            return wake;
+        }
+        self.etcd_of.insert(key.clone(), etcd.clone());
+        let mates = self.by_etcd.entry(etcd.clone()).or_default();
+        if mates.insert(key.clone(), state).is_some_and(|before| before != state) {
+            wake.extend(mates.keys().filter(|k| **k != key).cloned());
+        }
+        wake
+    }
+
+    /// Forgets a task (finished or deleted); returns the keys of its Etcd's remaining unfinished tasks.
+    fn remove(&mut self, key: &Key) -> Vec<Key> {
+        let Some(etcd) = self.etcd_of.remove(key) else { return Vec::new() };
+        let Some(mates) = self.by_etcd.get_mut(&etcd) else { return Vec::new() };
+        mates.remove(key);
+        let rest: Vec<Key> = mates.keys().cloned().collect();
+        if mates.is_empty() {
+            self.by_etcd.remove(&etcd);
+        }
+        rest
+    }
+
+    /// Rebuilds the index from a complete cache (after a relist).
+    fn rebuild<'a>(&mut self, tasks: impl IntoIterator<Item = &'a EtcdOperatorTask>) {
+        *self = EtcdIndex::default();
+        for t in tasks {
+            self.apply(t);
+        }
+    }
+
+    /// Keys of the unfinished tasks targeting the same Etcd as `task` (`task` included when unfinished).
+    fn mates(&self, task: &EtcdOperatorTask) -> Vec<Key> {
+        self.by_etcd.get(&etcd_key(task)).map(|m| m.keys().cloned().collect()).unwrap_or_default()
+    }
+}
+
 fn key_of(t: &EtcdOperatorTask) -> Key {
     (t.metadata.namespace.clone().unwrap_or_default(), t.metadata.name.clone().unwrap_or_default())
 }
@@ -153,8 +241,9 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
     };
     let (reader, writer) = reflector::store::<EtcdOperatorTask>();
     let queue = Arc::new(Queue::default());
+    let index = Arc::new(Mutex::new(EtcdIndex::default()));
     let workers: Vec<_> = (0..opts.workers.max(1))
-        .map(|_| tokio::spawn(worker(reconciler.clone(), reader.clone(), queue.clone())))
+        .map(|_| tokio::spawn(worker(reconciler.clone(), reader.clone(), queue.clone(), index.clone())))
         .collect();
 
     let stream = reflect(writer, watcher::watcher(api, watcher::Config::default())).backoff(WatchBackoff::default());
@@ -168,23 +257,25 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
             ev = stream.next() => match ev {
                 None => break,
                 Some(Ok(Event::Init)) => { reconciler.metrics.relists.inc(); }
-                Some(Ok(Event::InitApply(t) | Event::Apply(t))) => {
+                // The store takes a relist's objects only at `InitDone`.
+                Some(Ok(Event::InitApply(_))) => {}
+                Some(Ok(Event::Apply(t))) => {
                     queue.push(key_of(&t));
-                    // FIFO: when a task finishes, the next one of its Etcd need not wait for its requeue.
-                    if t.state().is_terminal() {
-                        let r = &t.spec.owner_etcd_refrence;
-                        for other in reader.state() {
-                            if !other.state().is_terminal() && other.targets(&r.namespace, &r.name) {
-                                queue.push(key_of(&other));
-                            }
-                        }
-                    }
+                    // FIFO: when a task moves on, the tasks behind it look again at once instead of polling.
+                    let wake = index.lock().expect("index").apply(&t);
+                    for k in wake { queue.push(k) }
                 }
                 Some(Ok(Event::InitDone)) => {
                     synced.store(true, Ordering::SeqCst);
-                    for t in reader.state() { queue.push(key_of(&t)) }
+                    let all = reader.state();
+                    index.lock().expect("index").rebuild(all.iter().map(|t| &**t));
+                    for t in all { queue.push(key_of(&t)) }
                 }
-                Some(Ok(Event::Delete(_))) => {}
+                Some(Ok(Event::Delete(t))) => {
+                    // A deleted task no longer holds up the tasks behind it.
+                    let wake = index.lock().expect("index").remove(&key_of(&t));
+                    for k in wake { queue.push(k) }
+                }
                 Some(Err(e)) => {
                     reconciler.metrics.watch_restarts.inc();
                     tracing::debug!(error = %e, "task watch failed; resuming");
@@ -200,7 +291,12 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
     }
 }
 
-async fn worker(reconciler: Arc<Reconciler>, reader: Store<EtcdOperatorTask>, queue: Arc<Queue>) {
+async fn worker(
+    reconciler: Arc<Reconciler>,
+    reader: Store<EtcdOperatorTask>,
+    queue: Arc<Queue>,
+    index: Arc<Mutex<EtcdIndex>>,
+) {
     let stop = reconciler.shutdown.clone();
     loop {
         let key = tokio::select! {
@@ -209,14 +305,22 @@ async fn worker(reconciler: Arc<Reconciler>, reader: Store<EtcdOperatorTask>, qu
         };
         let found = reader.get(&ObjectRef::new(&key.1).within(&key.0));
         if let Some(task) = found {
-            let others: Vec<EtcdOperatorTask> = reader
-                .state()
-                .iter()
-                .filter(|t| t.metadata.namespace.as_deref() == Some(key.0.as_str()))
-                .map(|t| (**t).clone())
-                .collect();
+            // Only the unfinished tasks of the same Etcd matter to admission; a finished task needs none.
+            let others: Vec<EtcdOperatorTask> = if task.state().is_terminal() {
+                Vec::new()
+            } else {
+                let mates = index.lock().expect("index").mates(&task);
+                mates
+                    .iter()
+                    .filter(|k| **k != key)
+                    .filter_map(|k| reader.get(&ObjectRef::new(&k.1).within(&k.0)))
+                    .map(|t| (*t).clone())
+                    .collect()
+            };
             match reconciler.reconcile(&task, &others).await {
                 Ok(Next::Done) => {}
+                // Woken by the index when a task ahead of it moves; the resync is the safety net.
+                Ok(Next::Waiting(_)) => {}
                 Ok(Next::RequeueAfter(d)) => queue.push_after(key.clone(), d),
                 Err(e) => {
                     reconciler.metrics.reconcile_error(stage(&task));
@@ -391,6 +495,68 @@ mod tests {
         assert_eq!(q.pop().await, k);
         q.done(&k);
         assert!(q.state.lock().unwrap().order.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_key_requeued_again_and_again_keeps_one_timer_for_its_earliest_time() {
+        let q = Arc::new(Queue::default());
+        let k = ("ns".to_string(), "done-task".to_string());
+        // Every resync of a finished task asks for a look when its TTL runs out: one timer, not one per resync.
+        for _ in 0..1000 {
+            q.push_after(k.clone(), Duration::from_millis(300));
+        }
+        q.push_after(k.clone(), Duration::from_millis(20));
+        q.push_after(k.clone(), Duration::from_millis(100));
+        assert_eq!(q.state.lock().unwrap().scheduled.len(), 1);
+        assert_eq!(q.pop().await, k, "due at the earliest time asked for");
+        q.done(&k);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let s = q.state.lock().unwrap();
+        assert!(s.order.is_empty() && s.scheduled.is_empty(), "the superseded timers did not push it again");
+    }
+
+    fn task(name: &str, etcd: &str, state: Option<TaskState>) -> EtcdOperatorTask {
+        use crate::api::task::{EtcdOperatorTaskSpec, EtcdOperatorTaskStatus, NamespacedName};
+        let mut t = EtcdOperatorTask::new(
+            name,
+            EtcdOperatorTaskSpec {
+                type_: "NoOpTask".into(),
+                config: None,
+                ttl_seconds_after_finished: None,
+                owner_etcd_refrence: NamespacedName { name: etcd.into(), namespace: "ns".into() },
+            },
+        );
+        t.metadata.namespace = Some("ns".into());
+        t.status = state.map(|s| EtcdOperatorTaskStatus { state: Some(s), ..Default::default() });
+        t
+    }
+
+    fn sorted(mut keys: Vec<Key>) -> Vec<String> {
+        keys.sort();
+        keys.into_iter().map(|k| k.1).collect()
+    }
+
+    #[test]
+    fn the_index_wakes_the_tasks_of_an_etcd_when_one_of_them_moves_on() {
+        let mut ix = EtcdIndex::default();
+        assert!(ix.apply(&task("a", "e1", None)).is_empty());
+        assert!(ix.apply(&task("b", "e1", None)).is_empty(), "a new task wakes nobody");
+        assert!(ix.apply(&task("c", "e1", None)).is_empty());
+        assert!(ix.apply(&task("x", "e2", None)).is_empty());
+        assert_eq!(sorted(ix.mates(&task("b", "e1", None))), ["a", "b", "c"]);
+        // A status write that does not change the state (a waiting task's reason) wakes nobody.
+        assert!(ix.apply(&task("b", "e1", Some(TaskState::Pending))).is_empty());
+        assert_eq!(sorted(ix.apply(&task("a", "e1", Some(TaskState::InProgress)))), ["b", "c"]);
+        assert!(ix.apply(&task("a", "e1", Some(TaskState::InProgress))).is_empty());
+        assert_eq!(sorted(ix.apply(&task("a", "e1", Some(TaskState::Succeeded)))), ["b", "c"]);
+        assert_eq!(sorted(ix.mates(&task("b", "e1", None))), ["b", "c"], "finished tasks leave the index");
+        // Deleting an unfinished task wakes the rest of its Etcd.
+        assert_eq!(sorted(ix.remove(&("ns".into(), "b".into()))), ["c"]);
+        assert!(ix.remove(&("ns".into(), "b".into())).is_empty());
+        assert_eq!(sorted(ix.mates(&task("x", "e2", None))), ["x"]);
+        ix.rebuild([task("y", "e2", None), task("z", "e2", Some(TaskState::Failed))].iter());
+        assert_eq!(sorted(ix.mates(&task("x", "e2", None))), ["y"]);
+        assert!(ix.mates(&task("c", "e1", None)).is_empty());
     }
 
     #[test]

@@ -49,7 +49,8 @@ pub struct ReconcilerOptions {
     pub executor_lease: Duration,
     /// Retry policy of transient step errors.
     pub backoff: Backoff,
-    /// How soon a task waiting in the FIFO is looked at again.
+    /// How soon a task waiting in the FIFO is looked at again by a caller without a watch
+    /// ([`run_to_completion`](Reconciler::run_to_completion)); the controller is woken by its watch instead.
     pub wait_requeue: Duration,
     /// How soon a reconcile that failed (e.g. an API error) is retried.
     pub error_requeue: Duration,
@@ -81,6 +82,9 @@ pub enum Next {
     Done,
     /// Look again after this long.
     RequeueAfter(Duration),
+    /// Waiting in its Etcd's FIFO: nothing to do until a task ahead of it moves on. The controller looks again
+    /// when its watch sees that happen (and at every resync); a caller without a watch polls after this long.
+    Waiting(Duration),
 }
 
 /// A reconcile that could not finish (retried by the caller).
@@ -156,7 +160,8 @@ impl Reconciler {
         Api::namespaced(self.client.clone(), task.metadata.namespace.as_deref().unwrap_or("default"))
     }
 
-    /// One reconcile of `task`; `others` are the tasks of its namespace (for FIFO and duplicates).
+    /// One reconcile of `task`; `others` are the other tasks of its namespace, for FIFO and duplicates (only the
+    /// unfinished ones targeting the same Etcd matter, so a caller may pass just those).
     pub async fn reconcile(
         &self,
         task: &EtcdOperatorTask,
@@ -206,7 +211,7 @@ impl Reconciler {
             };
             delay = match self.reconcile(&task, &others).await {
                 Ok(Next::Done) => Duration::from_millis(500),
-                Ok(Next::RequeueAfter(d)) => d.min(Duration::from_secs(1)),
+                Ok(Next::RequeueAfter(d) | Next::Waiting(d)) => d.min(Duration::from_secs(1)),
                 Err(e) => {
                     tracing::debug!(error = %e, "reconcile failed; retrying");
                     Duration::from_millis(500)

@@ -91,8 +91,8 @@ pub const CERT_RENEWAL: Runbook = Runbook {
     id: RunbookId::CertificateRenewal,
     name: "cert-renewal",
     task_type: types::CERTIFICATE_RENEWAL,
-    summary: "renew every certificate behind the etcd's TLS secrets, then restart its members one at a time, followers first and the leader last",
-    when: "A certificate of the etcd (CA, server, client or peer) is about to expire or was compromised, and the members must load new ones. etcd only reads its certificates on start, so each member is restarted, one at a time, keeping quorum.",
+    summary: "renew every certificate behind the etcd's TLS secrets, restart its members one at a time (followers first, the leader last), then check each member serves the new certificate",
+    when: "A certificate of the etcd (CA, server, client or peer) is about to expire or was compromised, and the members must load new ones. etcd only reads its certificates on start, so each member is restarted, one at a time, keeping quorum. At the end each member's client TLS endpoint (pod IP and client port, or the playground's annotation) is asked for its certificate and its serial compared with the newly issued one; a member that cannot be reached from where druidctl runs is reported as not verified.",
     refuses: &[
         "the cluster has no quorum",
         "a member is not ready (restarting another one could lose quorum)",
@@ -179,6 +179,7 @@ impl Runbook {
                 Access::new("get", "cert-manager.io", "certificates"),
                 Access::sub("update", "cert-manager.io", "certificates", "status"),
                 Access::new("delete", "", "pods"),
+                Access::new("get", "", "secrets"),
             ]),
             RunbookId::MachineReplacement => a.extend([
                 Access::new("get", "machine.sapcloud.io", "machines"),

@@ -754,7 +754,12 @@ async fn execute(
         match outcome {
             Ok(Some(how)) => {
                 let duration = step_started.elapsed();
-                let rec = json!({"completedAt": jiff::Timestamp::now().to_string(), "durationMs": duration.as_millis() as u64, "waitedMs": waited.as_millis() as u64, "how": how});
+                let warnings = step.warnings(&cx);
+                for w in &warnings {
+                    op.event(&Event::Warning { message: format!("{name}: {w}") });
+                }
+                let how = if warnings.is_empty() { how } else { "done with warnings" };
+                let rec = json!({"completedAt": jiff::Timestamp::now().to_string(), "durationMs": duration.as_millis() as u64, "waitedMs": waited.as_millis() as u64, "how": how, "warnings": warnings});
                 cx.record(&journal_key(&name), rec).await.map_err(|e| RunbookError::StepFailed {
                     step: name.clone(),
                     reason: e.to_string(),

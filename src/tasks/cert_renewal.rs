@@ -1,7 +1,10 @@
 //! `CertificateRenewalTask` *(druidctl)*: renew every Certificate behind the Etcd's TLS secrets (like
 //! `cmctl renew`), wait for the new revisions — stopping before any restart when issuance fails, with the next
 //! automatic retry — then restart the members one at a time, followers first and the leader last, each time
-//! waiting until the member is ready again and the Etcd is quorate (etcd only loads certificates on start).
+//! waiting until the member is ready again and the Etcd is quorate (etcd only loads certificates on start), and
+//! finally connect to each member's client TLS endpoint to check it serves the newly issued certificate (serial
+//! number changed and equal to the one in the server TLS secret). A member whose endpoint cannot be reached
+//! from where druidctl runs is reported as not verified (a warning), never as verified.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use crate::api::task::types;
 use crate::api::{Certificate, Etcd};
 use crate::certs::next_retry_at;
 use crate::certs::renew::{CertError, CertTargets, failed_since, find, issued_after, trigger};
+use crate::certs::served::{issued_server_serial, member_client_tls_url, served_serial};
 use crate::health::Quorum;
 use crate::kube::target::ObjectKey;
 use crate::machines::impact::pod_ready;
@@ -77,6 +81,7 @@ impl TaskPlan for CertificateRenewalPlan {
         for pod in restart_order(etcd) {
             steps.push(Box::new(RestartMember { pod }));
         }
+        steps.push(Box::new(VerifyServedCertificates));
         steps
     }
     fn config_json(&self) -> Value {
@@ -106,19 +111,42 @@ impl Step for RenewCertificates {
         vec!["cmctl renew CERTIFICATE…".into()]
     }
     fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
-        async move { Ok(cx.journal(RENEWAL_KEY).is_some()) }.boxed()
+        async move {
+            let Some(j) = cx.journal(RENEWAL_KEY) else { return Ok(false) };
+            // Resumed after a failed issuance (the issuer may be fixed now): trigger again, like a second
+            // `cmctl renew`, instead of waiting for cert-manager's backoff.
+            let since = j.get("since").and_then(Value::as_i64).unwrap_or(0);
+            let api: Api<Certificate> = Api::namespaced(cx.client.clone(), cx.namespace());
+            for name in j.get("revisions").and_then(Value::as_object).into_iter().flatten().map(|(n, _)| n) {
+                let c = api.get(name).await.map_err(|e| StepError::from_kube("reading certificates", e))?;
+                if failed_since(&c, since).is_some() {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        .boxed()
     }
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
             let key = ObjectKey { namespace: cx.namespace().to_string(), name: cx.etcd_name().to_string() };
             let certs = find(&cx.client, &CertTargets::Etcd(key)).await.map_err(cert_step_error)?;
             let since = jiff::Timestamp::now();
+            // After a failed issuance the baseline stays the one from before the renewal: the members still
+            // serve that certificate.
+            let earlier = cx.journal(RENEWAL_KEY);
             let revisions: BTreeMap<String, Option<i64>> = certs
                 .iter()
                 .map(|c| (c.metadata.name.clone().unwrap_or_default(), c.status.as_ref().and_then(|s| s.revision)))
                 .collect();
+            // The serial the members serve before the renewal (unreadable: not compared later).
+            let server_serial = match earlier.as_ref() {
+                Some(j) => j.get("serverSerial").and_then(Value::as_str).map(String::from),
+                None => issued_server_serial(&cx.client, &cx.etcd).await.ok().flatten().map(|(_, s)| s),
+            };
             // Journal the baseline first, so a resumed task waits for revisions newer than these.
-            cx.record(RENEWAL_KEY, json!({"revisions": revisions, "since": since.as_second()})).await?;
+            let baseline = json!({"revisions": revisions, "since": since.as_second(), "serverSerial": server_serial});
+            cx.record(RENEWAL_KEY, baseline).await?;
             for c in &certs {
                 trigger(&cx.client, c).await.map_err(cert_step_error)?;
             }
@@ -225,6 +253,100 @@ impl Step for RestartMember {
     }
 }
 
+const SERVED_KEY: &str = "servedCertificates";
+
+/// How long one TLS handshake with a member may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+struct VerifyServedCertificates;
+
+impl Step for VerifyServedCertificates {
+    fn name(&self) -> String {
+        "VerifyServedCertificates".into()
+    }
+    fn description(&self) -> String {
+        "connect to each member's client TLS endpoint and check it serves the newly issued certificate (serial number)"
+            .into()
+    }
+    fn kubectl(&self) -> Vec<String> {
+        vec!["openssl s_client -connect MEMBER:2379 </dev/null | openssl x509 -noout -serial".into()]
+    }
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+    fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness> {
+        async move {
+            let Some((secret, issued)) =
+                issued_server_serial(&cx.client, &cx.etcd).await.map_err(StepError::Transient)?
+            else {
+                cx.record(SERVED_KEY, json!({"clientTls": false})).await?;
+                return Ok(Readiness::Ready);
+            };
+            let previous = cx.journal(RENEWAL_KEY).and_then(|j| j["serverSerial"].as_str().map(String::from));
+            if previous.as_deref() == Some(issued.as_str()) {
+                return Ok(Readiness::NotReady(format!(
+                    "secret {secret} still holds the certificate from before the renewal (serial {issued})"
+                )));
+            }
+            let pods: Api<Pod> = Api::namespaced(cx.client.clone(), cx.namespace());
+            let names = cx.etcd.managed_names();
+            let mut members = serde_json::Map::new();
+            for i in 0..cx.etcd.spec.replicas.max(0) as u32 {
+                let pod = names.pod(i);
+                let p = pods.get_opt(&pod).await.map_err(|e| StepError::from_kube("reading member pods", e))?;
+                let Some(url) = p.as_ref().and_then(|p| member_client_tls_url(p, &cx.etcd)) else {
+                    members.insert(pod, json!({"error": "the pod has no IP and no client TLS URL annotation"}));
+                    continue;
+                };
+                match served_serial(&url, PROBE_TIMEOUT).await {
+                    Ok(served) if served == issued => {
+                        members.insert(pod, json!({"url": url, "servedSerial": served}));
+                    }
+                    Ok(served) => {
+                        return Ok(Readiness::NotReady(format!(
+                            "{pod} serves serial {served} at {url}, not the issued {issued} (secret {secret}); \
+                             it did not load the new certificate — restart it with `kubectl delete pod {pod}`"
+                        )));
+                    }
+                    Err(e) => {
+                        members.insert(pod, json!({"url": url, "error": e}));
+                    }
+                }
+            }
+            let rec = json!({"clientTls": true, "secret": secret, "issuedSerial": issued, "previousSerial": previous,
+                             "members": members});
+            cx.record(SERVED_KEY, rec).await?;
+            Ok(Readiness::Ready)
+        }
+        .boxed()
+    }
+    fn warnings(&self, cx: &StepContext) -> Vec<String> {
+        served_warnings(&cx.journal(SERVED_KEY).unwrap_or_default())
+    }
+}
+
+/// The warnings of a `servedCertificates` journal entry: what was not verified, and why.
+fn served_warnings(rec: &Value) -> Vec<String> {
+    if rec["clientTls"] == json!(false) {
+        return vec!["the etcd has no client TLS (spec.etcd.clientUrlTls); no served certificate was checked".into()];
+    }
+    let mut out = Vec::new();
+    if rec["previousSerial"].is_null() {
+        out.push(
+            "the serial from before the renewal was not recorded; only the match with the issued one was checked"
+                .into(),
+        );
+    }
+    for (pod, m) in rec["members"].as_object().into_iter().flatten() {
+        if let Some(e) = m["error"].as_str() {
+            out.push(format!(
+                "{pod}: NOT verified — its client TLS endpoint could not be reached from here ({e}); check it from inside the cluster"
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,9 +377,24 @@ mod tests {
                 "RenewCertificates",
                 "RestartMember/etcd-main-0",
                 "RestartMember/etcd-main-2",
-                "RestartMember/etcd-main-1"
+                "RestartMember/etcd-main-1",
+                "VerifyServedCertificates"
             ]
         );
+    }
+
+    #[test]
+    fn unreachable_members_and_a_missing_client_tls_are_warned_about_never_passed_as_verified() {
+        assert!(served_warnings(&json!({"clientTls": false}))[0].contains("no served certificate was checked"));
+        let rec = json!({"clientTls": true, "issuedSerial": "AB", "previousSerial": "CD", "members": {
+            "etcd-main-0": {"url": "https://127.0.0.1:1", "servedSerial": "AB"},
+            "etcd-main-1": {"url": "https://10.0.0.1:2379", "error": "https://10.0.0.1:2379: timed out after 3s"}}});
+        let w = served_warnings(&rec);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("etcd-main-1: NOT verified") && w[0].contains("timed out"), "{w:?}");
+        let all_good =
+            json!({"clientTls": true, "previousSerial": "CD", "members": {"etcd-main-0": {"servedSerial": "AB"}}});
+        assert!(served_warnings(&all_good).is_empty());
     }
 
     #[test]

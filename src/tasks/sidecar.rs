@@ -1,7 +1,14 @@
-//! Talking to the backup-restore sidecar through the API server's proxy: the leading member's sidecar behind
-//! service `E-client` port `backup.port` (default 8080), or one member's sidecar through its pod.
+//! Talking to the backup-restore sidecar: the leading member's sidecar behind service `E-client` port
+//! `backup.port` (default 8080), or one member's sidecar through its pod.
+//!
+//! The route is decided in one place, [`route`]: through the API server's service/pod proxy, unless the
+//! target object (the Service for the leader, the Pod for one member) carries [`ANNOTATION_DIRECT_ADDRESS`].
+//! The simulated landscape publishes that annotation when the API server it runs against cannot proxy to its
+//! in-process sidecars (an external API server cannot reach a loopback address of this machine); druidctl then
+//! talks to the sidecar directly, which works because the landscape runs on the same host.
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Client;
 use kube::api::Api;
 
@@ -11,6 +18,10 @@ use crate::api::Etcd;
 /// Default port of the backup-restore sidecar.
 pub const DEFAULT_BACKUP_PORT: i32 = 8080;
 
+/// Annotation (on the `E-client` Service for the leader, on a Pod for its member) with the `host:port` of a
+/// sidecar the API server's proxy cannot reach; requests then go there directly.
+pub const ANNOTATION_DIRECT_ADDRESS: &str = "playground.druidctl.gardener.cloud/backup-api-direct";
+
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -18,6 +29,15 @@ pub enum Target {
     Leader,
     /// One member's sidecar, through its pod.
     Member(String),
+}
+
+/// How a request reaches the sidecar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Through the API server's proxy: the request path (relative to the server URL).
+    Proxy(String),
+    /// Straight to the sidecar: `http://host:port/path`.
+    Direct(String),
 }
 
 /// The proxy path for `path` on the sidecar of `etcd` at `target`.
@@ -33,12 +53,68 @@ pub fn proxy_path(etcd: &Etcd, target: &Target, path: &str) -> String {
     }
 }
 
+/// Decides the route to the sidecar of `etcd` at `target` (see the module doc): one read of the Service or Pod.
+pub async fn route(client: &Client, etcd: &Etcd, target: &Target, path: &str) -> Result<Route, StepError> {
+    let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+    let (what, annotations) = match target {
+        Target::Leader => {
+            let name = etcd.managed_names().client_service();
+            let svc = Api::<Service>::namespaced(client.clone(), ns)
+                .get_opt(&name)
+                .await
+                .map_err(|e| StepError::from_kube(&format!("reading service {name}"), e))?;
+            (format!("service {name}"), svc.and_then(|s| s.metadata.annotations))
+        }
+        Target::Member(pod) => {
+            let p = Api::<Pod>::namespaced(client.clone(), ns)
+                .get_opt(pod)
+                .await
+                .map_err(|e| StepError::from_kube(&format!("reading pod {pod}"), e))?;
+            (format!("pod {pod}"), p.and_then(|p| p.metadata.annotations))
+        }
+    };
+    match annotations.as_ref().and_then(|a| a.get(ANNOTATION_DIRECT_ADDRESS)) {
+        Some(addr) => {
+            let addr: std::net::SocketAddr = addr.parse().map_err(|_| {
+                StepError::Permanent(format!(
+                    "{what}: annotation {ANNOTATION_DIRECT_ADDRESS}={addr:?} is not host:port"
+                ))
+            })?;
+            Ok(Route::Direct(format!("http://{addr}/{}", path.trim_start_matches('/'))))
+        }
+        None => Ok(Route::Proxy(proxy_path(etcd, target, path))),
+    }
+}
+
 /// POSTs to the sidecar and returns the response body (JSON when it is JSON).
 pub async fn post(client: &Client, etcd: &Etcd, target: &Target, path: &str) -> Result<serde_json::Value, StepError> {
-    let uri = proxy_path(etcd, target, path);
-    let req = http::Request::post(&uri).body(Vec::new()).map_err(|e| StepError::Permanent(e.to_string()))?;
-    let text = client.request_text(req).await.map_err(|e| StepError::from_kube(&format!("POST {uri}"), e))?;
+    let text = match route(client, etcd, target, path).await? {
+        Route::Proxy(uri) => {
+            let req = http::Request::post(&uri).body(Vec::new()).map_err(|e| StepError::Permanent(e.to_string()))?;
+            client.request_text(req).await.map_err(|e| StepError::from_kube(&format!("POST {uri}"), e))?
+        }
+        Route::Direct(url) => post_direct(&url).await?,
+    };
     Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+}
+
+/// POSTs straight to a sidecar; errors are classified like the proxy's (5xx, 408, 409, 429 and transport errors
+/// are transient).
+async fn post_direct(url: &str) -> Result<String, StepError> {
+    use http_body_util::{BodyExt, Full};
+    let action = format!("POST {url}");
+    let client: hyper_util::client::legacy::Client<_, Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+    let req = http::Request::post(url).body(Full::default()).map_err(|e| StepError::Permanent(e.to_string()))?;
+    let resp = client.request(req).await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
+    let text = String::from_utf8_lossy(&body.to_bytes()).into_owned();
+    match code {
+        200..=299 => Ok(text),
+        c if c >= 500 || matches!(c, 408 | 409 | 429) => Err(StepError::Transient(format!("{action}: {text} ({c})"))),
+        c => Err(StepError::Permanent(format!("{action}: {text} ({c})"))),
+    }
 }
 
 /// `(renewTime, holderIdentity)` of a lease, as a comparable string; `None` when the lease does not exist.

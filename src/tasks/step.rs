@@ -92,6 +92,11 @@ pub trait Step: Send + Sync {
     }
     /// Whether the effect is observed yet.
     fn verify<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, Readiness>;
+    /// What the operator must know about a completed step (read from the journal after `verify` said ready),
+    /// e.g. what could not be checked; the runbook shows each as a warning and the step as done with warnings.
+    fn warnings(&self, _cx: &StepContext) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What a step works with: the client, the task, its Etcd and the journal.

@@ -1,34 +1,34 @@
-//! Helpers of the runbook tests: a ready playground with real etcd and the task CRD, the real binary run
-//! against it through its kubeconfig, and the cluster facts a refusal must leave unchanged.
+//! Helpers of the runbook tests: a ready playground with real etcd and the task CRD (embedded, or external with
+//! `DRUIDCTL_TEST_KUBECONFIG`: see `e2e_support`), the real binary run against it through its kubeconfig, and
+//! the cluster facts a refusal must leave unchanged.
 #![allow(dead_code)]
+
+#[path = "../e2e_support/mod.rs"]
+mod e2e_support;
+
+pub use e2e_support::E2e;
 
 use std::process::Stdio;
 use std::time::Duration;
 
 use druidctl::api::{Etcd, EtcdOperatorTask};
 use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::{BreakKind, Playground, PlaygroundOptions};
+use druidctl::sim::landscape::{BreakKind, Playground};
+use druidctl::tasks::sidecar::{self, Target};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::Api;
 use kube::api::ListParams;
 
 /// A ready playground with `members` members; delta snapshots hourly so the last full snapshot is the last backup.
-pub async fn playground(dir: &std::path::Path, members: i32) -> Playground {
-    let mut opts = PlaygroundOptions::new(dir);
-    opts.members = members;
-    opts.delta_snapshot_period = "1h".into();
-    let pg = Playground::up(opts).await.expect("playground up");
-    pg.server().register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).expect("task CRD");
-    pg.wait_ready(Duration::from_secs(60)).await.expect("etcd ready");
-    pg
+/// The state directory is `<dir>/playground`.
+pub async fn playground(dir: &std::path::Path, members: i32) -> E2e {
+    E2e::start_in(dir, members, |o| o.delta_snapshot_period = "1h".into()).await
 }
 
-/// Takes a full snapshot through the sidecar (service proxy).
+/// Takes a full snapshot through the leader's sidecar (service proxy, or directly where the server cannot proxy).
 pub async fn full_snapshot(pg: &Playground, ns: &str) {
-    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/snapshot/full"))
-        .body(Vec::new())
-        .unwrap();
-    pg.server().client().request_text(req).await.expect("full snapshot");
+    let etcd = Api::<Etcd>::namespaced(pg.client(), ns).get(pg.etcd_name()).await.unwrap();
+    sidecar::post(&pg.client(), &etcd, &Target::Leader, "/snapshot/full").await.expect("full snapshot");
 }
 
 /// Writes `before` keys, snapshots, writes `after` keys, destroys a majority and waits for QuorumLost.
@@ -101,7 +101,7 @@ pub struct Snapshot {
 
 /// Reads the facts a refusal must not change.
 pub async fn cluster_facts(pg: &Playground, ns: &str) -> Snapshot {
-    let c = pg.server().client();
+    let c = pg.client();
     let e = Api::<Etcd>::namespaced(c.clone(), ns).get("etcd-main").await.unwrap();
     let sts = Api::<StatefulSet>::namespaced(c.clone(), ns).get("etcd-main").await.unwrap();
     let tasks = Api::<EtcdOperatorTask>::namespaced(c, ns).list(&ListParams::default()).await.unwrap().items.len();

@@ -360,6 +360,16 @@ impl ApiServer {
         Ok(())
     }
 
+    /// Every CRD shipped in `src/sim/crds` as JSON objects (the manifests [`ApiServer::register_upstream_crds`]
+    /// serves; installed through the API on any other server).
+    pub fn upstream_crd_documents() -> Result<Vec<serde_json::Value>, ApiServerError> {
+        let mut out = Vec::new();
+        for (_, yaml) in crd::UPSTREAM_CRDS {
+            out.extend(crd::parse_documents(yaml)?);
+        }
+        Ok(out)
+    }
+
     /// The current global resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.inner.state.lock().unwrap().rv

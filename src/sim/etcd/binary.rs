@@ -14,10 +14,12 @@ pub struct EtcdBinary {
 }
 
 impl EtcdBinary {
-    /// Finds etcd: `DRUIDCTL_ETCD_BIN` when set (must exist), else `etcd` on `PATH`.
+    /// Finds etcd: `DRUIDCTL_ETCD_BIN` when set (must exist), else `etcd` on `PATH`; none when
+    /// `DRUIDCTL_ETCD_BIN=simulated` asks for simulated members.
     /// etcdctl: `DRUIDCTL_ETCDCTL_BIN`, else next to etcd, else on `PATH`.
     pub fn find() -> Option<EtcdBinary> {
         let etcd = match std::env::var_os("DRUIDCTL_ETCD_BIN") {
+            Some(p) if p == SIMULATED => return None,
             Some(p) if !p.is_empty() => {
                 let p = PathBuf::from(p);
                 is_executable(&p).then_some(p)?
@@ -41,6 +43,61 @@ impl EtcdBinary {
     /// The etcdctl path or [`EtcdError::EtcdctlNotFound`].
     pub fn etcdctl(&self) -> Result<&Path, EtcdError> {
         self.etcdctl.as_deref().ok_or(EtcdError::EtcdctlNotFound)
+    }
+}
+
+/// The value of `DRUIDCTL_ETCD_BIN` that asks for simulated members even when etcd is installed.
+pub const SIMULATED: &str = "simulated";
+
+/// What runs the etcd members of the landscape: real etcd processes, or simulated members
+/// ([`super::simulated`]) with the same client API when no etcd binary is available or they are asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EtcdBackend {
+    /// Real etcd processes on loopback.
+    Real(EtcdBinary),
+    /// Simulated in-process members.
+    Simulated {
+        /// Why, in words (shown by `playground up`, `status` and `demo`).
+        reason: String,
+    },
+}
+
+impl EtcdBackend {
+    /// The selection rule: simulated when `DRUIDCTL_ETCD_BIN=simulated`; else real etcd when a binary is found
+    /// ([`EtcdBinary::find`]); else simulated, saying why.
+    pub fn select() -> EtcdBackend {
+        let env = std::env::var_os("DRUIDCTL_ETCD_BIN").filter(|v| !v.is_empty());
+        if env.as_deref().is_some_and(|v| v == SIMULATED) {
+            return EtcdBackend::simulated(format!("requested with DRUIDCTL_ETCD_BIN={SIMULATED}"));
+        }
+        match (EtcdBinary::find(), env) {
+            (Some(b), _) => EtcdBackend::Real(b),
+            (None, Some(p)) => EtcdBackend::simulated(format!(
+                "DRUIDCTL_ETCD_BIN={} is not an executable file",
+                std::path::Path::new(&p).display()
+            )),
+            (None, None) => {
+                EtcdBackend::simulated("no etcd binary found on PATH (install etcd-server or set DRUIDCTL_ETCD_BIN)")
+            }
+        }
+    }
+
+    /// Simulated members, because of `reason`.
+    pub fn simulated(reason: impl Into<String>) -> EtcdBackend {
+        EtcdBackend::Simulated { reason: reason.into() }
+    }
+
+    /// Whether members are simulated.
+    pub fn is_simulated(&self) -> bool {
+        matches!(self, EtcdBackend::Simulated { .. })
+    }
+
+    /// One line for operators: `real etcd processes (/usr/bin/etcd)` or `simulated etcd members (<reason>)`.
+    pub fn describe(&self) -> String {
+        match self {
+            EtcdBackend::Real(b) => format!("real etcd processes ({})", b.etcd.display()),
+            EtcdBackend::Simulated { reason } => format!("simulated etcd members, not real etcd ({reason})"),
+        }
     }
 }
 

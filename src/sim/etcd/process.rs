@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::client::EtcdClient;
 use super::ports::free_port;
-use super::{EtcdBinary, EtcdError};
+use super::simulated::SimulatedProcess;
+use super::{EtcdBackend, EtcdBinary, EtcdError};
 
 /// `--initial-cluster-state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,27 @@ pub struct MemberConfig {
     pub snapshot_count: Option<u64>,
     /// Where stdout and stderr of the process are appended.
     pub log_file: PathBuf,
+    /// An additional `https://` client listener, beside the plain-HTTP one (`None`: plain HTTP only).
+    pub client_tls: Option<ClientTls>,
+}
+
+/// A client TLS listener: etcd serves `https://127.0.0.1:<port>` with `--cert-file`/`--key-file` (loaded on
+/// start only, as in real etcd), while the plain `http://` client URL keeps working.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTls {
+    /// Loopback port of the TLS listener.
+    pub port: u16,
+    /// PEM certificate (chain) the member serves.
+    pub cert_file: PathBuf,
+    /// PEM private key of that certificate.
+    pub key_file: PathBuf,
+}
+
+impl ClientTls {
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
 }
 
 impl MemberConfig {
@@ -80,6 +102,7 @@ impl MemberConfig {
             election_ms: 1000,
             snapshot_count: None,
             log_file: log_file.into(),
+            client_tls: None,
         }
     }
 
@@ -97,13 +120,17 @@ impl MemberConfig {
     pub fn args(&self) -> Vec<OsString> {
         let client = self.client_url();
         let peer = self.peer_url();
+        let listen = match &self.client_tls {
+            Some(tls) => format!("{client},{}", tls.url()),
+            None => client.clone(),
+        };
         let mut args: Vec<OsString> = vec![
             "--name".into(),
             self.name.clone().into(),
             "--data-dir".into(),
             self.data_dir.clone().into(),
             "--listen-client-urls".into(),
-            client.clone().into(),
+            listen.into(),
             "--advertise-client-urls".into(),
             client.into(),
             "--listen-peer-urls".into(),
@@ -125,6 +152,14 @@ impl MemberConfig {
             args.push("--snapshot-count".into());
             args.push(n.to_string().into());
         }
+        if let Some(tls) = &self.client_tls {
+            args.extend([
+                "--cert-file".into(),
+                tls.cert_file.clone().into(),
+                "--key-file".into(),
+                tls.key_file.clone().into(),
+            ]);
+        }
         args
     }
 }
@@ -136,6 +171,8 @@ pub struct MemberProcess {
     config: Mutex<MemberConfig>,
     child: Mutex<Option<Child>>,
     starts: Mutex<u32>,
+    /// Set when this member is simulated ([`EtcdBackend::Simulated`]): no process, an in-process server.
+    simulated: Option<SimulatedProcess>,
 }
 
 impl MemberProcess {
@@ -146,9 +183,36 @@ impl MemberProcess {
             config: Mutex::new(config),
             child: Mutex::new(None),
             starts: Mutex::new(0),
+            simulated: None,
         };
         p.start()?;
         Ok(p)
+    }
+
+    /// Like [`MemberProcess::spawn`], running a real process or a simulated member as `backend` says.
+    pub fn spawn_with(backend: &EtcdBackend, config: MemberConfig) -> Result<MemberProcess, EtcdError> {
+        let p = MemberProcess::stopped_with(backend, config);
+        p.start()?;
+        Ok(p)
+    }
+
+    /// Like [`MemberProcess::stopped`], for a real process or a simulated member as `backend` says.
+    pub fn stopped_with(backend: &EtcdBackend, config: MemberConfig) -> MemberProcess {
+        match backend {
+            EtcdBackend::Real(binary) => MemberProcess::stopped(binary, config),
+            EtcdBackend::Simulated { .. } => MemberProcess {
+                binary: PathBuf::from("(simulated)"),
+                config: Mutex::new(config),
+                child: Mutex::new(None),
+                starts: Mutex::new(0),
+                simulated: Some(SimulatedProcess::default()),
+            },
+        }
+    }
+
+    /// Whether this is a simulated member rather than an etcd process.
+    pub fn is_simulated(&self) -> bool {
+        self.simulated.is_some()
     }
 
     /// A supervisor that has not started anything yet.
@@ -158,6 +222,7 @@ impl MemberProcess {
             config: Mutex::new(config),
             child: Mutex::new(None),
             starts: Mutex::new(0),
+            simulated: None,
         }
     }
 
@@ -203,6 +268,12 @@ impl MemberProcess {
 
     /// Starts the process if it is not running.
     pub fn start(&self) -> Result<(), EtcdError> {
+        if let Some(sim) = &self.simulated {
+            if sim.start(&self.config())? {
+                *self.starts.lock().expect("starts") += 1;
+            }
+            return Ok(());
+        }
         let mut child = self.child.lock().expect("child");
         if let Some(c) = child.as_mut() {
             if c.try_wait().ok().flatten().is_none() {
@@ -235,17 +306,26 @@ impl MemberProcess {
 
     /// Whether the process is alive.
     pub fn is_running(&self) -> bool {
+        if let Some(sim) = &self.simulated {
+            return sim.is_running();
+        }
         self.pid().is_some()
     }
 
     /// Exit status of the last process, once it exited.
     pub fn exit_status(&self) -> Option<ExitStatus> {
+        if let Some(sim) = &self.simulated {
+            return sim.exit_status();
+        }
         let mut child = self.child.lock().expect("child");
         child.as_mut()?.try_wait().ok().flatten()
     }
 
     /// SIGKILL, then reap. A no-op when not running.
     pub fn kill(&self) {
+        if let Some(sim) = &self.simulated {
+            sim.kill();
+        }
         let mut child = self.child.lock().expect("child");
         if let Some(mut c) = child.take() {
             kill_group(c.id(), libc::SIGKILL);

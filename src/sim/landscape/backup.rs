@@ -1,9 +1,7 @@
-//! The local object store of the backup-restore sidecar: full snapshots (real etcd snapshot files) and
-//! delta snapshots (the keys changed since the previous snapshot), named like etcd-backup-restore's
-//! `Full-<startRev>-<endRev>-<unix>` and `Incr-<startRev>-<endRev>-<unix>`.
-//!
-//! Limitation: a delta snapshot records puts only (it is read with a `min_mod_revision` range, not a
-//! watch), so deletes after the last full snapshot are not replayed on restore.
+//! The local object store of the backup-restore sidecar: full snapshots (etcd snapshot files, or a simulated
+//! member's) and delta snapshots (every put and delete since the previous snapshot, read with a watch like
+//! etcd-backup-restore does), named like etcd-backup-restore's `Full-<startRev>-<endRev>-<unix>` and
+//! `Incr-<startRev>-<endRev>-<unix>`. Restoring replays a delta's events in order, deletes included.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +9,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde::{Deserialize, Serialize};
 
-use crate::sim::etcd::{EtcdClient, EtcdError, KeyValue};
+use crate::sim::etcd::{EtcdClient, EtcdError, WatchEvent, WatchHistory};
 
 /// Kind of a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +54,31 @@ impl SnapshotInfo {
 /// A delta snapshot file's content.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Delta {
-    events: Vec<(String, String, i64)>,
+    events: Vec<DeltaEvent>,
+}
+
+/// What a delta event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Change {
+    Put,
+    Delete,
+}
+
+/// One event of a delta snapshot (keys and values base64).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+enum DeltaEvent {
+    Event {
+        #[serde(rename = "type")]
+        change: Change,
+        key: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        value: String,
+        revision: i64,
+    },
+    /// `(key, value, revision)`: a put, as older versions wrote them.
+    LegacyPut(String, String, i64),
 }
 
 /// The store directory of one Etcd's backups.
@@ -150,11 +172,23 @@ impl ObjectStore {
         Ok(info)
     }
 
-    /// Takes a delta snapshot of everything changed after the newest snapshot; `None` when nothing changed.
+    /// Takes a delta snapshot of every put and delete after the newest snapshot; `None` when nothing changed.
+    /// When the member's history was compacted past that point a delta cannot be taken, and a full snapshot is
+    /// taken instead (as etcd-backup-restore does).
     pub async fn take_delta(&self, client: &EtcdClient) -> Result<Option<SnapshotInfo>, EtcdError> {
         let since = self.last_revision().unwrap_or(0) + 1;
-        let (changed, now) = client.changed_since(since).await?;
-        if changed.is_empty() || now < since {
+        let now = client.status().await?.revision;
+        if now < since {
+            return Ok(None);
+        }
+        let events = match client.changes_between(since, now).await? {
+            WatchHistory::Events(e) => e,
+            WatchHistory::Compacted(rev) => {
+                tracing::info!(since, compacted = rev, "history compacted: full snapshot instead of a delta");
+                return self.take_full(client).await.map(Some);
+            }
+        };
+        if events.is_empty() {
             return Ok(None);
         }
         let info = SnapshotInfo {
@@ -166,30 +200,42 @@ impl ObjectStore {
         };
         let info = SnapshotInfo { snap_name: name(&info), ..info };
         let delta = Delta {
-            events: changed
+            events: events
                 .iter()
-                .map(|kv: &KeyValue| (B64.encode(&kv.key), B64.encode(&kv.value), kv.mod_revision))
+                .map(|e: &WatchEvent| DeltaEvent::Event {
+                    change: if e.deleted { Change::Delete } else { Change::Put },
+                    key: B64.encode(&e.kv.key),
+                    value: if e.deleted { String::new() } else { B64.encode(&e.kv.value) },
+                    revision: e.kv.mod_revision,
+                })
                 .collect(),
         };
         let dest = self.path(&info);
         std::fs::create_dir_all(&self.dir).map_err(|e| EtcdError::io_pub("create", &self.dir, e))?;
-        std::fs::write(&dest, serde_json::to_vec(&delta).unwrap_or_default())
-            .map_err(|e| EtcdError::io_pub("write", &dest, e))?;
+        let tmp = self.dir.join(format!(".incr-{}.tmp", uuid::Uuid::new_v4()));
+        std::fs::write(&tmp, serde_json::to_vec(&delta).unwrap_or_default())
+            .map_err(|e| EtcdError::io_pub("write", &tmp, e))?;
+        std::fs::rename(&tmp, &dest).map_err(|e| EtcdError::io_pub("rename", &dest, e))?;
         Ok(Some(info))
     }
 
-    /// Replays a delta snapshot's puts through `client`.
+    /// Replays a delta snapshot's events (puts and deletes, in order) through `client`; returns how many.
     pub async fn apply_delta(&self, client: &EtcdClient, s: &SnapshotInfo) -> Result<usize, EtcdError> {
         let p = self.path(s);
         let bytes = std::fs::read(&p).map_err(|e| EtcdError::io_pub("read", &p, e))?;
-        let delta: Delta = serde_json::from_slice(&bytes).map_err(|e| EtcdError::Decode {
-            endpoint: p.display().to_string(),
-            path: String::new(),
-            message: e.to_string(),
-        })?;
-        for (k, v, _) in &delta.events {
-            let (k, v) = (B64.decode(k).unwrap_or_default(), B64.decode(v).unwrap_or_default());
-            client.put(k, v).await?;
+        let bad =
+            |message: String| EtcdError::Decode { endpoint: p.display().to_string(), path: String::new(), message };
+        let delta: Delta = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        let decode = |v: &str| B64.decode(v).map_err(|e| bad(format!("bad base64 {v:?}: {e}")));
+        for e in &delta.events {
+            match e {
+                DeltaEvent::Event { change: Change::Put, key, value, .. } | DeltaEvent::LegacyPut(key, value, _) => {
+                    client.put(decode(key)?, decode(value)?).await?;
+                }
+                DeltaEvent::Event { change: Change::Delete, key, .. } => {
+                    client.delete(decode(key)?).await?;
+                }
+            }
         }
         Ok(delta.events.len())
     }
@@ -206,6 +252,25 @@ fn name(s: &SnapshotInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delta_files_hold_puts_and_deletes_and_older_put_only_files_still_read() {
+        let d: Delta = serde_json::from_str(
+            r#"{"events":[{"type":"put","key":"YQ==","value":"MQ==","revision":5},{"type":"delete","key":"Yg==","revision":6}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            d.events,
+            vec![
+                DeltaEvent::Event { change: Change::Put, key: "YQ==".into(), value: "MQ==".into(), revision: 5 },
+                DeltaEvent::Event { change: Change::Delete, key: "Yg==".into(), value: String::new(), revision: 6 },
+            ]
+        );
+        let legacy: Delta = serde_json::from_str(r#"{"events":[["YQ==","MQ==",5]]}"#).unwrap();
+        assert_eq!(legacy.events, vec![DeltaEvent::LegacyPut("YQ==".into(), "MQ==".into(), 5)]);
+        let written = serde_json::to_string(&d).unwrap();
+        assert!(written.contains(r#"{"type":"delete","key":"Yg==","revision":6}"#), "{written}");
+    }
 
     #[test]
     fn latest_chain_is_the_newest_full_and_the_deltas_after_it() {

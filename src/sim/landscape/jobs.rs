@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::backup::ObjectStore;
 use super::{Ctx, LandscapeError, micro_time_now, tick};
 use crate::api::Etcd;
-use crate::sim::etcd::snapshot::restore_snapshot;
+use crate::sim::etcd::snapshot::restore_snapshot_with;
 use crate::sim::etcd::{MemberConfig, MemberProcess};
 
 /// Runs the actor until the landscape stops.
@@ -136,8 +136,8 @@ async fn compact_store(ctx: &Ctx, client: &Client, etcd: &Etcd) -> Result<String
     let mut cfg = MemberConfig::new("compactor", scratch.join("data"), scratch.join("compactor.log"));
     cfg.heartbeat_ms = ctx.opts.heartbeat_ms;
     cfg.election_ms = ctx.opts.election_ms;
-    restore_snapshot(&ctx.binary, &store.path(&full), &cfg).await.map_err(|e| e.to_string())?;
-    let member = MemberProcess::spawn(&ctx.binary, cfg).map_err(|e| e.to_string())?;
+    restore_snapshot_with(&ctx.etcd, &store.path(&full), &cfg).await.map_err(|e| e.to_string())?;
+    let member = MemberProcess::spawn_with(&ctx.etcd, cfg).map_err(|e| e.to_string())?;
     member.wait_serving(Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
     let c = member.client();
     let mut applied = 0;

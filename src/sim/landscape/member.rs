@@ -1,4 +1,5 @@
-//! One etcd pod: the real etcd process and the backup-restore sidecar beside it.
+//! One etcd pod: the etcd process (or a simulated member, [`crate::sim::etcd::EtcdBackend`]) and the backup-restore
+//! sidecar beside it.
 //!
 //! The sidecar's decisions at start (seeds/004, etcd-backup-restore): a member with data starts as is;
 //! a single-member bootstrap with an empty data dir restores the latest full snapshot plus deltas; a
@@ -32,8 +33,9 @@ use super::{Ctx, micro_time_now};
 use crate::api::Etcd;
 use crate::sim::etcd::cluster::{add_member_retrying, initial_cluster_for_join};
 use crate::sim::etcd::process::remove_dir_if_exists;
-use crate::sim::etcd::snapshot::restore_snapshot;
+use crate::sim::etcd::snapshot::restore_snapshot_with;
 use crate::sim::etcd::{ClusterState, EtcdClient, EtcdError, MemberConfig, MemberProcess};
+use crate::tasks::sidecar::ANNOTATION_DIRECT_ADDRESS;
 
 /// What the kubelet shows for this pod.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -133,7 +135,7 @@ impl MemberRuntime {
             etcd: etcd.into(),
             pvc: pvc.into(),
             data_dir,
-            process: MemberProcess::stopped(&ctx.binary, cfg),
+            process: MemberProcess::stopped_with(&ctx.etcd, cfg),
             state: Mutex::default(),
             backup_addr: listener.local_addr()?,
             tasks: Mutex::default(),
@@ -164,7 +166,8 @@ impl MemberRuntime {
         self.backup_addr
     }
 
-    /// The process supervisor (tests and `playground break` kill it).
+    /// The process supervisor (tests and `playground break` kill it); it runs a simulated member when the
+    /// landscape has no etcd binary.
     pub fn process(&self) -> &MemberProcess {
         &self.process
     }
@@ -415,8 +418,13 @@ impl MemberRuntime {
             }
         }
 
+        // The server TLS secret is mounted (written) at every start: a restart loads a renewed certificate.
+        let client_tls = super::tls::client_tls(ctx, &self.namespace, &self.etcd, &self.pod)
+            .await
+            .map_err(|message| Blocked { reason: "ContainerCreating", message, counts_as_crash: false })?;
         let log = self.process.config().log_file;
         self.process.update_config(|c| {
+            c.client_tls = client_tls;
             c.initial_cluster_token = token;
             match &join {
                 Some((ic, _)) => {
@@ -459,7 +467,7 @@ impl MemberRuntime {
         let Some((store, _)) = self.store_and_period().await else { return Ok(()) };
         let Some((full, deltas)) = store.latest_chain() else { return Ok(()) };
         let cfg = self.process.config();
-        restore_snapshot(&ctx.binary, &store.path(&full), &cfg).await?;
+        restore_snapshot_with(&ctx.etcd, &store.path(&full), &cfg).await?;
         tracing::info!(pod = %self.pod, snapshot = %full.snap_name, deltas = deltas.len(), "restored from backup");
         self.state.lock().expect("state").pending_deltas = deltas;
         Ok(())
@@ -609,8 +617,22 @@ impl MemberRuntime {
 
     async fn leader_duties(self: &Arc<Self>, ctx: &Arc<Ctx>) {
         let register = !std::mem::replace(&mut self.state.lock().expect("state").registered_backend, true);
-        if register && let Some(r) = &ctx.registrar {
-            r(&self.namespace, &format!("{}-client", self.etcd), BACKUP_PORT, self.backup_addr);
+        if register {
+            let service = format!("{}-client", self.etcd);
+            match &ctx.registrar {
+                Some(r) => r(&self.namespace, &service, BACKUP_PORT, self.backup_addr),
+                // The API server cannot proxy to this process: publish the leader's address on the Service.
+                None => {
+                    let patch =
+                        json!({"metadata": {"annotations": {ANNOTATION_DIRECT_ADDRESS: self.backup_addr.to_string()}}});
+                    let api: Api<k8s_openapi::api::core::v1::Service> =
+                        Api::namespaced(ctx.clients.backup_restore.clone(), &self.namespace);
+                    if let Err(e) = api.patch(&service, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                        tracing::debug!(pod = %self.pod, error = %e, "publishing the leader's sidecar address failed");
+                        self.state.lock().expect("state").registered_backend = false;
+                    }
+                }
+            }
         }
         let Some((_, period)) = self.store_and_period().await else { return };
         if ctx.is_backup_failing(&self.namespace, &self.etcd) {

@@ -1,14 +1,15 @@
 //! The simulated landscape: etcd-druid, StatefulSet controller/kubelet, backup-restore sidecar, DWD actors.
 //!
 //! Every actor works only through the Kubernetes API ([`kube::Client`]), so the landscape runs on the
-//! embedded API server and on a real one. Each etcd pod is a real etcd process on loopback (see
-//! [`crate::sim::etcd`]); its PVC is a directory under the state dir, `initial-cluster` comes from the
+//! embedded API server and on a real one. Each etcd pod is a real etcd process on loopback, or a simulated
+//! member serving the same API when no etcd binary is found ([`EtcdBackend`], see [`crate::sim::etcd`]); its PVC is a directory under the state dir, `initial-cluster` comes from the
 //! ConfigMap mounted as `etcd-config-file` (peer names mapped to loopback ports), and membership is real.
 //!
 //! - [`druid`]: managed resources with etcd-druid's names and labels, and the Etcd status.
 //! - [`statefulset`]: StatefulSet controller and kubelet: PVCs, pods by ordinal, pod status.
 //! - [`member`]: one pod's etcd process plus its backup-restore sidecar.
 //! - [`backup`]: the local object store of snapshots.
+//! - [`tls`]: a member's client TLS key pair, from its Etcd's server TLS secret, loaded on each start.
 //! - [`dwd`]: dependency-watchdog's prober and the control-plane Deployments.
 //! - [`certmanager`], [`mcm`]: cert-manager's issuing controllers; machine-controller-manager.
 //! - [`jobs`]: the snapshot compaction Job `E-compactor` and `EtcdCopyBackupsTask`, run for real.
@@ -18,6 +19,7 @@ pub mod backup;
 pub mod certmanager;
 pub mod druid;
 pub mod dwd;
+pub mod external;
 pub mod jobs;
 pub mod mcm;
 pub mod member;
@@ -25,6 +27,7 @@ pub mod playground;
 pub mod resources;
 pub mod statefulset;
 pub mod status;
+pub mod tls;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -36,8 +39,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::sim::etcd::ports::free_port;
-use crate::sim::etcd::{EtcdBinary, EtcdError};
+use crate::sim::etcd::{EtcdBackend, EtcdError};
 
+pub use external::{ExternalServer, Fallback, PlaygroundRecord};
 pub use member::MemberRuntime;
 pub use playground::{BreakKind, Playground, PlaygroundOptions};
 
@@ -68,6 +72,9 @@ pub enum LandscapeError {
         /// Cause.
         source: std::io::Error,
     },
+    /// The external API server refused or lacks something.
+    #[error("{0}")]
+    External(String),
     /// The named object does not exist in the landscape.
     #[error("{0}")]
     NotFound(String),
@@ -89,7 +96,8 @@ impl LandscapeError {
 
 /// Registers a loopback backend for `namespace/service:port` in the API server's service proxy, or for
 /// `namespace/pods/<pod>:port` in its pod proxy (the embedded server's `register_service_backend` /
-/// `register_pod_backend`; a real API server needs none).
+/// `register_pod_backend`). Without one, the API server is taken to be unable to reach the sidecars, and the
+/// landscape publishes their addresses in [`crate::tasks::sidecar::ANNOTATION_DIRECT_ADDRESS`] instead.
 pub type BackendRegistrar = Arc<dyn Fn(&str, &str, u16, SocketAddr) + Send + Sync>;
 
 /// Tunables of the landscape.
@@ -113,6 +121,8 @@ pub struct LandscapeOptions {
     pub election_ms: u64,
     /// Deployments DWD scales down while the namespace's etcd has lost quorum.
     pub dwd_dependents: Vec<String>,
+    /// What runs the etcd members; `None`: [`EtcdBackend::select`] (real etcd when found, else simulated).
+    pub etcd: Option<EtcdBackend>,
 }
 
 impl LandscapeOptions {
@@ -128,6 +138,7 @@ impl LandscapeOptions {
             heartbeat_ms: 100,
             election_ms: 1000,
             dwd_dependents: vec!["kube-controller-manager".into(), "machine-controller-manager".into()],
+            etcd: None,
         }
     }
 }
@@ -159,11 +170,12 @@ pub(crate) type MemberKey = (String, String);
 pub(crate) struct Ctx {
     pub(crate) clients: ActorClients,
     pub(crate) opts: LandscapeOptions,
-    pub(crate) binary: EtcdBinary,
+    pub(crate) etcd: EtcdBackend,
     pub(crate) cancel: CancellationToken,
     pub(crate) registrar: Option<BackendRegistrar>,
     pub(crate) members: Mutex<HashMap<MemberKey, Arc<MemberRuntime>>>,
     ports: Mutex<HashMap<MemberKey, (u16, u16)>>,
+    tls_ports: Mutex<HashMap<MemberKey, u16>>,
     pub(crate) backup_failing: Mutex<HashSet<(String, String)>>,
     /// Jobs and copy tasks being worked on (`ns/kind/name`).
     pub(crate) busy: Mutex<HashSet<String>>,
@@ -179,6 +191,12 @@ impl Ctx {
             .expect("ports")
             .entry((ns.to_string(), pod.to_string()))
             .or_insert_with(|| (free_port(), free_port()))
+    }
+
+    /// Loopback port of the client TLS listener of pod `ns/pod`, stable for the landscape's lifetime (published
+    /// in the pod annotation [`crate::certs::served::CLIENT_TLS_URL_ANNOTATION`]).
+    pub(crate) fn tls_port(&self, ns: &str, pod: &str) -> u16 {
+        *self.tls_ports.lock().expect("ports").entry((ns.to_string(), pod.to_string())).or_insert_with(free_port)
     }
 
     /// Data directory of volume `ns/<pvc>-<uid>`.
@@ -209,13 +227,16 @@ pub struct Landscape {
 }
 
 impl Landscape {
-    /// Starts the actors. Fails when no etcd binary is installed.
+    /// Starts the actors, with the etcd members `opts.etcd` says (default [`EtcdBackend::select`]).
     pub fn start(
         clients: ActorClients,
         opts: LandscapeOptions,
         registrar: Option<BackendRegistrar>,
     ) -> Result<Landscape, LandscapeError> {
-        let binary = EtcdBinary::locate()?;
+        let etcd = opts.etcd.clone().unwrap_or_else(EtcdBackend::select);
+        if let EtcdBackend::Simulated { reason } = &etcd {
+            tracing::info!(%reason, "etcd members are simulated");
+        }
         for sub in ["volumes", "backups", "logs"] {
             let p = opts.state_dir.join(sub);
             std::fs::create_dir_all(&p).map_err(|e| LandscapeError::Io { action: "create", path: p, source: e })?;
@@ -223,11 +244,12 @@ impl Landscape {
         let ctx = Arc::new(Ctx {
             clients,
             opts,
-            binary,
+            etcd,
             cancel: CancellationToken::new(),
             registrar,
             members: Mutex::default(),
             ports: Mutex::default(),
+            tls_ports: Mutex::default(),
             backup_failing: Mutex::default(),
             busy: Mutex::default(),
         });
@@ -270,6 +292,11 @@ impl Landscape {
         } else {
             set.remove(&key);
         }
+    }
+
+    /// What runs the etcd members (real processes or simulated members, and why).
+    pub fn etcd_backend(&self) -> &EtcdBackend {
+        &self.ctx.etcd
     }
 
     /// The options.

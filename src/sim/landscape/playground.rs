@@ -1,5 +1,6 @@
-//! The playground: the embedded API server served on loopback plus the landscape, with namespaces,
-//! Etcds and control-plane Deployments, a kubeconfig, and fault injection (`break`).
+//! The playground: the embedded API server served on loopback (or an external API server, see [`external`])
+//! plus the landscape, with namespaces, Etcds and control-plane Deployments, a kubeconfig, and fault injection
+//! (`break`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,12 +16,13 @@ use serde_json::{Value, json};
 
 use super::druid::{DRUID_USER, component_protection_verdict};
 use super::dwd::CONTROL_PLANE_LABEL;
+use super::external::{self, ExternalServer, PlaygroundRecord, RECORD_FILE, external_fallbacks};
 use super::status::condition;
 use super::{ActorClients, BackendRegistrar, Landscape, LandscapeError, LandscapeOptions, MemberRuntime};
 use crate::api::Etcd;
 use crate::api::names::LABEL_PART_OF;
 use crate::sim::apiserver::{AdmissionHook, AdmissionOperation, AdmissionRequest, ApiServer, HttpEndpoint};
-use crate::sim::etcd::EtcdClient;
+use crate::sim::etcd::{EtcdBackend, EtcdClient};
 
 /// User of the StatefulSet controller and kubelet.
 pub const STATEFULSET_USER: &str = "system:serviceaccount:kube-system:statefulset-controller";
@@ -28,6 +30,9 @@ pub const STATEFULSET_USER: &str = "system:serviceaccount:kube-system:statefulse
 pub const BACKUP_RESTORE_USER: &str = "system:serviceaccount:garden:etcd-backup-restore";
 /// User of dependency-watchdog.
 pub const DWD_USER: &str = "system:serviceaccount:garden:dependency-watchdog-prober";
+
+/// `capability` of the [`external::Fallback`] in the record when the etcd members are simulated.
+pub const SIMULATED_MEMBERS_CAPABILITY: &str = "etcd members (real etcd processes)";
 
 /// How to start a playground.
 #[derive(Debug, Clone)]
@@ -46,8 +51,10 @@ pub struct PlaygroundOptions {
     pub listen: SocketAddr,
     /// `spec.backup.deltaSnapshotPeriod` of the Etcds.
     pub delta_snapshot_period: String,
-    /// Landscape tunables (its `state_dir` is replaced by `state_dir`).
+    /// Landscape tunables (its `state_dir` and `namespace` are replaced).
     pub landscape: Option<LandscapeOptions>,
+    /// Run against this API server instead of starting the embedded one (`listen` is then unused).
+    pub external: Option<ExternalServer>,
 }
 
 impl PlaygroundOptions {
@@ -62,6 +69,7 @@ impl PlaygroundOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             delta_snapshot_period: "2s".into(),
             landscape: None,
+            external: None,
         }
     }
 }
@@ -124,12 +132,17 @@ pub struct BreakTarget {
 
 /// A running playground. [`Playground::down`] (or drop) stops every process it started.
 pub struct Playground {
-    server: ApiServer,
-    endpoint: HttpEndpoint,
-    landscape: Option<Landscape>,
+    /// The embedded API server and its HTTP endpoint (`None` against an external server).
+    embedded: Option<(ApiServer, HttpEndpoint)>,
+    admin: kube::Client,
+    url: String,
+    /// One landscape per namespace, so that every actor only ever touches the playground's own namespaces
+    /// (an external server may hold other people's StatefulSets, or other playgrounds).
+    landscapes: Vec<(String, Landscape)>,
     opts: PlaygroundOptions,
     namespaces: Vec<String>,
     kubeconfig: PathBuf,
+    record: PlaygroundRecord,
 }
 
 struct ComponentProtection {
@@ -171,19 +184,88 @@ impl AdmissionHook for ComponentProtection {
     }
 }
 
+fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LandscapeError + use<> {
+    let path = path.to_path_buf();
+    move |e| LandscapeError::Io { action, path, source: e }
+}
+
+/// What `up` prepared before the namespaces are filled: the server side of the playground.
+struct Prepared {
+    embedded: Option<(ApiServer, HttpEndpoint)>,
+    admin: kube::Client,
+    clients: ActorClients,
+    registrar: Option<BackendRegistrar>,
+    url: String,
+}
+
 impl Playground {
-    /// Starts the API server, the landscape, namespaces, Etcds and control-plane Deployments, and writes
-    /// `<state_dir>/kubeconfig`. Returns once everything is created (not once ready: see
-    /// [`Playground::wait_ready`]).
+    /// Starts the API server (or connects to the external one of [`PlaygroundOptions::external`], installing
+    /// the CRDs it lacks), the landscape, namespaces, Etcds and control-plane Deployments, and writes
+    /// `<state_dir>/kubeconfig` and `<state_dir>/playground.json`. Returns once everything is created (not once
+    /// ready: see [`Playground::wait_ready`]). Against an external server, a failing `up` removes what it
+    /// created.
     pub async fn up(opts: PlaygroundOptions) -> Result<Playground, LandscapeError> {
         let state = opts.state_dir.clone();
-        std::fs::create_dir_all(&state).map_err(|e| LandscapeError::Io {
-            action: "create",
-            path: state.clone(),
-            source: e,
-        })?;
+        std::fs::create_dir_all(&state).map_err(io_error("create", &state))?;
+        let namespaces: Vec<String> = (0..opts.etcds.max(1)).map(|i| format!("{}{i}", opts.namespace_prefix)).collect();
+        let kubeconfig = state.join("kubeconfig");
+        let mut record = PlaygroundRecord { namespaces: namespaces.clone(), ..Default::default() };
+        let prepared = match &opts.external {
+            None => {
+                record.mode = "embedded".into();
+                Self::prepare_embedded(&opts, &namespaces[0], &kubeconfig).await?
+            }
+            Some(ext) => {
+                record.mode = "external".into();
+                record.fallbacks = external_fallbacks();
+                let (admin, url, context) = external::connect(ext, &namespaces[0]).await?;
+                record.server = url.clone();
+                record.context = context.clone();
+                record.write(&state)?;
+                external::write_kubeconfig(ext, context.as_deref(), &namespaces[0], &kubeconfig)?;
+                let clients = ActorClients::same(admin.clone());
+                Prepared { embedded: None, admin, clients, registrar: None, url }
+            }
+        };
+        // Every landscape runs the same etcd members; simulated ones are a fallback the record shows.
+        let mut opts = opts;
+        let mut lopts = opts.landscape.take().unwrap_or_else(|| LandscapeOptions::new(&state));
+        let etcd = lopts.etcd.get_or_insert_with(EtcdBackend::select).clone();
+        opts.landscape = Some(lopts);
+        if let EtcdBackend::Simulated { reason } = &etcd {
+            record.fallbacks.push(external::Fallback {
+                capability: SIMULATED_MEMBERS_CAPABILITY.into(),
+                instead: format!("simulated in-process members serving the same etcd API, not real etcd: {reason}"),
+            });
+        }
+        record.server = prepared.url.clone();
+        record.write(&state)?;
+        let _ = std::fs::write(state.join("playground.pid"), std::process::id().to_string());
+        match Self::fill(&opts, &namespaces, prepared, &mut record).await {
+            Ok((embedded, admin, url, landscapes)) => {
+                Ok(Playground { embedded, admin, url, landscapes, opts, namespaces, kubeconfig, record })
+            }
+            Err((e, admin)) => {
+                if record.is_external()
+                    && let Err(cleanup) = external::remove_created(&admin, &record, Duration::from_secs(60)).await
+                {
+                    tracing::warn!(error = %cleanup, "removing what a failed playground up created");
+                }
+                let _ = std::fs::remove_file(state.join("playground.pid"));
+                Err(e)
+            }
+        }
+    }
+
+    async fn prepare_embedded(
+        opts: &PlaygroundOptions,
+        first_ns: &str,
+        kubeconfig: &Path,
+    ) -> Result<Prepared, LandscapeError> {
         let server = ApiServer::new();
         server.register_upstream_crds().map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
+        let task_crd = serde_json::to_string(&crate::api::task::crd()).expect("task CRD serializes");
+        server.register_crd_yaml(&task_crd).map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
         for u in [DRUID_USER, STATEFULSET_USER, BACKUP_RESTORE_USER, DWD_USER] {
             server.add_user(u, &["system:masters"]);
         }
@@ -193,57 +275,8 @@ impl Playground {
             path: opts.listen.to_string().into(),
             source: e,
         })?;
-        let namespaces: Vec<String> = (0..opts.etcds.max(1)).map(|i| format!("{}{i}", opts.namespace_prefix)).collect();
-        let kubeconfig = state.join("kubeconfig");
-        let yaml = server.kubeconfig_yaml(&endpoint.url, "admin", namespaces.first().map(String::as_str));
-        std::fs::write(&kubeconfig, yaml).map_err(|e| LandscapeError::Io {
-            action: "write",
-            path: kubeconfig.clone(),
-            source: e,
-        })?;
-        let _ = std::fs::write(state.join("playground.pid"), std::process::id().to_string());
-
-        let admin = server.client();
-        for ns in &namespaces {
-            create(
-                &Api::<Namespace>::all(admin.clone()),
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-            )
-            .await?;
-            let etcd = json!({
-                "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
-                "metadata": {"name": opts.etcd_name, "namespace": ns, "labels": {"role": "main", "gardener.cloud/role": "controlplane"}},
-                "spec": {
-                    "replicas": opts.members,
-                    "labels": {"role": "main", "gardener.cloud/role": "controlplane"},
-                    // TLS refs for renewal rehearsal only: the member processes keep serving plain HTTP on
-                    // loopback; the Certificates below keep these secrets filled (see `playground_tls`).
-                    "etcd": {"clientPort": 2379, "serverPort": 2380,
-                             "clientUrlTls": {"tlsCASecretRef": {"name": "ca-etcd"}, "serverTLSSecretRef": {"name": "etcd-server"},
-                                              "clientTLSSecretRef": {"name": "etcd-client"}},
-                             "peerUrlTls": {"tlsCASecretRef": {"name": "ca-etcd-peer"}, "serverTLSSecretRef": {"name": "etcd-peer-server"}}},
-                    "backup": {"port": 8080, "fullSnapshotSchedule": "0 */24 * * *", "deltaSnapshotPeriod": opts.delta_snapshot_period,
-                               "store": {"provider": "Local", "container": "playground", "prefix": format!("{ns}/{}", opts.etcd_name)}},
-                },
-            });
-            create(&Api::<Etcd>::namespaced(admin.clone(), ns), etcd).await?;
-            playground_tls(&admin, ns, &opts.etcd_name).await?;
-            playground_machines(&admin, ns, opts.members).await?;
-            for (name, replicas) in
-                [("kube-apiserver", 1), ("kube-controller-manager", 1), ("machine-controller-manager", 1)]
-            {
-                let d = json!({
-                    "apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": name, "namespace": ns, "labels": {CONTROL_PLANE_LABEL: "true", "app": "kubernetes", "role": name}},
-                    "spec": {"replicas": replicas, "selector": {"matchLabels": {"role": name}},
-                        "template": {"metadata": {"labels": {"role": name}}, "spec": {"containers": [{"name": name, "image": format!("registry.k8s.io/{name}:v1.33.0")}]}}},
-                });
-                create(&Api::<Deployment>::namespaced(admin.clone(), ns), d).await?;
-            }
-        }
-
-        let mut lopts = opts.landscape.clone().unwrap_or_else(|| LandscapeOptions::new(&state));
-        lopts.state_dir = state.clone();
+        let yaml = server.kubeconfig_yaml(&endpoint.url, "admin", Some(first_ns));
+        std::fs::write(kubeconfig, yaml).map_err(io_error("write", kubeconfig))?;
         let clients = ActorClients {
             druid: server.client_for(DRUID_USER),
             statefulset: server.client_for(STATEFULSET_USER),
@@ -256,18 +289,94 @@ impl Playground {
                 Some(pod) => reg_server.register_pod_backend(ns, pod, port, addr),
                 None => reg_server.register_service_backend(ns, svc, port, addr),
             });
-        let landscape = Landscape::start(clients, lopts, Some(registrar))?;
-        Ok(Playground { server, endpoint, landscape: Some(landscape), opts, namespaces, kubeconfig })
+        let url = endpoint.url.clone();
+        Ok(Prepared {
+            admin: server.client(),
+            embedded: Some((server, endpoint)),
+            clients,
+            registrar: Some(registrar),
+            url,
+        })
     }
 
-    /// The embedded API server.
-    pub fn server(&self) -> &ApiServer {
-        &self.server
+    /// Installs the CRDs (external), creates the namespaces and their objects and starts one landscape per
+    /// namespace. On failure, hands back the admin client so that `up` can remove what was created.
+    #[allow(clippy::type_complexity)]
+    async fn fill(
+        opts: &PlaygroundOptions,
+        namespaces: &[String],
+        p: Prepared,
+        record: &mut PlaygroundRecord,
+    ) -> Result<
+        (Option<(ApiServer, HttpEndpoint)>, kube::Client, String, Vec<(String, Landscape)>),
+        (LandscapeError, kube::Client),
+    > {
+        let admin = p.admin.clone();
+        let state = &opts.state_dir;
+        let result: Result<Vec<(String, Landscape)>, LandscapeError> = async {
+            if record.is_external() {
+                external::install_crds(&admin, record, state).await?;
+                for ns in namespaces {
+                    external::create_namespace(&admin, ns, record, state).await?;
+                }
+            } else {
+                for ns in namespaces {
+                    create(
+                        &Api::<Namespace>::all(admin.clone()),
+                        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                    )
+                    .await?;
+                }
+            }
+            for ns in namespaces {
+                populate(&admin, ns, opts).await?;
+            }
+            let base = opts.landscape.clone().unwrap_or_else(|| LandscapeOptions::new(state));
+            let mut landscapes = Vec::new();
+            for ns in namespaces {
+                let mut lopts = base.clone();
+                lopts.state_dir = state.clone();
+                lopts.namespace = Some(ns.clone());
+                landscapes.push((ns.clone(), Landscape::start(p.clients.clone(), lopts, p.registrar.clone())?));
+            }
+            Ok(landscapes)
+        }
+        .await;
+        match result {
+            Ok(l) => Ok((p.embedded, p.admin, p.url, l)),
+            Err(e) => Err((e, admin)),
+        }
+    }
+
+    /// The embedded API server, or `None` when the playground runs against an external one. Fault injection,
+    /// the request log, admission hooks and extra users exist only there.
+    pub fn embedded_server(&self) -> Option<&ApiServer> {
+        self.embedded.as_ref().map(|(s, _)| s)
+    }
+
+    /// A client with full rights on the playground's API server (default namespace: the first one).
+    pub fn client(&self) -> kube::Client {
+        self.admin.clone()
     }
 
     /// The API server's URL.
     pub fn url(&self) -> &str {
-        &self.endpoint.url
+        &self.url
+    }
+
+    /// Whether the playground runs against an API server it did not start.
+    pub fn is_external(&self) -> bool {
+        self.record.is_external()
+    }
+
+    /// What runs the etcd members: real etcd processes, or simulated members (and why).
+    pub fn etcd_backend(&self) -> &EtcdBackend {
+        self.opts.landscape.as_ref().and_then(|l| l.etcd.as_ref()).expect("Playground::up sets the etcd backend")
+    }
+
+    /// What the playground is and created (also in `<state>/playground.json`), with the fallbacks in force.
+    pub fn record(&self) -> &PlaygroundRecord {
+        &self.record
     }
 
     /// Path of the kubeconfig.
@@ -290,14 +399,14 @@ impl Playground {
         &self.opts.etcd_name
     }
 
-    /// The landscape.
-    pub fn landscape(&self) -> &Landscape {
-        self.landscape.as_ref().expect("landscape runs until down")
+    /// The landscape acting in namespace `ns`.
+    pub fn landscape(&self, ns: &str) -> Option<&Landscape> {
+        self.landscapes.iter().find(|(n, _)| n == ns).map(|(_, l)| l)
     }
 
     /// The runtime of member `ordinal` of the Etcd in `ns`.
     pub fn member(&self, ns: &str, ordinal: u32) -> Option<Arc<MemberRuntime>> {
-        self.landscape().member(ns, &format!("{}-{ordinal}", self.opts.etcd_name))
+        self.landscape(ns)?.member(ns, &format!("{}-{ordinal}", self.opts.etcd_name))
     }
 
     /// An etcd client for member `ordinal` of the Etcd in `ns` (its real loopback endpoint).
@@ -307,7 +416,7 @@ impl Playground {
 
     /// The Etcd's status `Ready` condition `(status, reason)`.
     pub async fn etcd_ready(&self, ns: &str) -> Option<(String, String)> {
-        let e = Api::<Etcd>::namespaced(self.server.client(), ns).get_opt(&self.opts.etcd_name).await.ok()??;
+        let e = Api::<Etcd>::namespaced(self.admin.clone(), ns).get_opt(&self.opts.etcd_name).await.ok()??;
         let status = serde_json::to_value(e.status?).ok()?;
         condition(&status, "Ready")
     }
@@ -333,7 +442,7 @@ impl Playground {
     }
 
     async fn all_members_ready(&self, ns: &str) -> bool {
-        let Ok(Some(e)) = Api::<Etcd>::namespaced(self.server.client(), ns).get_opt(&self.opts.etcd_name).await else {
+        let Ok(Some(e)) = Api::<Etcd>::namespaced(self.admin.clone(), ns).get_opt(&self.opts.etcd_name).await else {
             return false;
         };
         let Some(status) = e.status.and_then(|s| serde_json::to_value(s).ok()) else { return false };
@@ -403,46 +512,113 @@ impl Playground {
                 Ok(format!("members {ms:?} of {ns}/{name} have a corrupt database"))
             }
             BreakKind::BackupFailing => {
-                self.landscape().set_backup_failing(&ns, name, true);
+                self.landscape(&ns)
+                    .ok_or_else(|| LandscapeError::NotFound(format!("namespace {ns} is not part of the playground")))?
+                    .set_backup_failing(&ns, name, true);
                 Ok(format!("snapshots of {ns}/{name} fail from now on"))
             }
             BreakKind::ApiserverRestart => {
-                self.server.restart(true).await;
+                let Some(server) = self.embedded_server() else {
+                    return Err(LandscapeError::External(format!(
+                        "apiserver-restart is unavailable: the playground cannot restart {}, an API server it did not start",
+                        self.url
+                    )));
+                };
+                server.restart(true).await;
                 Ok("the API server restarted (connections and watches dropped, history kept)".into())
             }
         }
     }
 
-    /// Stops the landscape (every member process) and the API server. The state dir is kept.
-    pub async fn down(mut self) {
-        if let Some(l) = self.landscape.take() {
+    /// Stops the landscape (every member process) and the embedded API server; against an external server,
+    /// then removes what `up` created (its namespaces, their Nodes, the CRDs that did not exist before) and
+    /// nothing else. The state dir is kept.
+    pub async fn down(mut self) -> Result<(), LandscapeError> {
+        for (_, l) in self.landscapes.drain(..) {
             l.stop().await;
         }
-        self.endpoint.shutdown();
-        let _ = std::fs::remove_file(self.opts.state_dir.join("playground.pid"));
+        if let Some((_, endpoint)) = &self.embedded {
+            endpoint.shutdown();
+        }
+        let state = &self.opts.state_dir;
+        let _ = std::fs::remove_file(state.join("playground.pid"));
+        if self.record.is_external() {
+            external::remove_created(&self.admin, &self.record, Duration::from_secs(120)).await?;
+        }
+        let _ = std::fs::remove_file(state.join(RECORD_FILE));
+        Ok(())
     }
 
     /// Stops a playground running in another process (`up --detach`) from its state dir: SIGTERM to the
-    /// process in `playground.pid`, then SIGKILL after `grace`. Its etcd processes die with it.
+    /// process in `playground.pid`, then SIGKILL after `grace`. Its etcd processes die with it. When it ran
+    /// against an external server and did not get to remove what it created (killed), that is removed here,
+    /// with the credentials of `<state_dir>/kubeconfig`. Returns whether a playground was running or left
+    /// something behind.
     pub async fn down_detached(state_dir: &Path, grace: Duration) -> Result<bool, LandscapeError> {
         let pid_file = state_dir.join("playground.pid");
-        let Ok(text) = std::fs::read_to_string(&pid_file) else { return Ok(false) };
-        let Ok(pid) = text.trim().parse::<i32>() else { return Ok(false) };
+        let pid = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse::<i32>().ok());
         let alive = |pid: i32| unsafe { libc::kill(pid, 0) } == 0;
-        if alive(pid) {
-            // SAFETY: signalling a process id read from our own pid file.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let deadline = Instant::now() + grace;
-            while alive(pid) && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut found = false;
+        if let Some(pid) = pid {
+            found = true;
+            if pid != std::process::id() as i32 && alive(pid) {
+                // SAFETY: signalling a process id read from our own pid file.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                let deadline = Instant::now() + grace;
+                while alive(pid) && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if alive(pid) {
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
             }
-            if alive(pid) {
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
+            let _ = std::fs::remove_file(&pid_file);
         }
-        let _ = std::fs::remove_file(&pid_file);
-        Ok(true)
+        if let Some(record) = PlaygroundRecord::read(state_dir).filter(|r| r.is_external()) {
+            found = true;
+            let ext =
+                ExternalServer { kubeconfig: Some(state_dir.join("kubeconfig")), context: record.context.clone() };
+            let first = record.namespaces.first().cloned().unwrap_or_else(|| "default".into());
+            let (client, _, _) = external::connect(&ext, &first).await?;
+            external::remove_created(&client, &record, grace.max(Duration::from_secs(60))).await?;
+        }
+        let _ = std::fs::remove_file(state_dir.join(RECORD_FILE));
+        Ok(found)
     }
+}
+
+/// Fills namespace `ns`: the Etcd, its Certificates, the MachineSet with Machines and Nodes, and the
+/// control-plane Deployments dependency-watchdog scales.
+async fn populate(admin: &kube::Client, ns: &str, opts: &PlaygroundOptions) -> Result<(), LandscapeError> {
+    let etcd = json!({
+        "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+        "metadata": {"name": opts.etcd_name, "namespace": ns, "labels": {"role": "main", "gardener.cloud/role": "controlplane"}},
+        "spec": {
+            "replicas": opts.members,
+            "labels": {"role": "main", "gardener.cloud/role": "controlplane"},
+            // The members serve client TLS with the key pair of `etcd-server` beside plain HTTP (see
+            // `super::tls`); peers stay plain HTTP. The Certificates below keep these secrets filled.
+            "etcd": {"clientPort": 2379, "serverPort": 2380,
+                     "clientUrlTls": {"tlsCASecretRef": {"name": "ca-etcd"}, "serverTLSSecretRef": {"name": "etcd-server"},
+                                      "clientTLSSecretRef": {"name": "etcd-client"}},
+                     "peerUrlTls": {"tlsCASecretRef": {"name": "ca-etcd-peer"}, "serverTLSSecretRef": {"name": "etcd-peer-server"}}},
+            "backup": {"port": 8080, "fullSnapshotSchedule": "0 */24 * * *", "deltaSnapshotPeriod": opts.delta_snapshot_period,
+                       "store": {"provider": "Local", "container": "playground", "prefix": format!("{ns}/{}", opts.etcd_name)}},
+        },
+    });
+    create(&Api::<Etcd>::namespaced(admin.clone(), ns), etcd).await?;
+    playground_tls(admin, ns, &opts.etcd_name).await?;
+    playground_machines(admin, ns, opts.members).await?;
+    for (name, replicas) in [("kube-apiserver", 1), ("kube-controller-manager", 1), ("machine-controller-manager", 1)] {
+        let d = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns, "labels": {CONTROL_PLANE_LABEL: "true", "app": "kubernetes", "role": name}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"role": name}},
+                "template": {"metadata": {"labels": {"role": name}}, "spec": {"containers": [{"name": name, "image": format!("registry.k8s.io/{name}:v1.33.0")}]}}},
+        });
+        create(&Api::<Deployment>::namespaced(admin.clone(), ns), d).await?;
+    }
+    Ok(())
 }
 
 /// Secret names the playground's Etcds reference in `spec.etcd.clientUrlTls` / `peerUrlTls`.
@@ -456,8 +632,8 @@ pub fn playground_machine_set(ns: &str) -> String {
 }
 
 /// One cert-manager `Certificate` per TLS secret the Etcd references, named like its secret; the landscape's
-/// cert-manager actor issues them. For renewal rehearsal only: the real etcd processes run plain HTTP on
-/// loopback and never load this material.
+/// cert-manager actor issues them. The members serve client TLS with the `etcd-server` key pair, loaded at each
+/// start (see `super::tls`); the other secrets are for renewal rehearsal only.
 async fn playground_tls(admin: &kube::Client, ns: &str, etcd: &str) -> Result<(), LandscapeError> {
     let certs: Api<crate::api::Certificate> = Api::namespaced(admin.clone(), ns);
     for secret in PLAYGROUND_TLS_SECRETS {

@@ -19,6 +19,8 @@ use super::resources::{ANNOTATION_BACKUP_API, ANNOTATION_CLIENT_URL};
 use super::{Ctx, LandscapeError, tick};
 use crate::api::Machine;
 use crate::api::names::{LABEL_MANAGED_BY, MANAGED_BY_DRUID};
+use crate::certs::served::CLIENT_TLS_URL_ANNOTATION;
+use crate::tasks::sidecar::ANNOTATION_DIRECT_ADDRESS;
 
 /// Runs the controller until the landscape stops.
 pub(crate) async fn run(ctx: Arc<Ctx>) {
@@ -138,6 +140,7 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
                 (None, Some(volume)) => ensure_runtime(ctx, &ns, &pod_name, &name, &pvc, volume).await?,
                 (None, None) => continue, // pod without its PVC: stays pending
             };
+            publish_backup_address(ctx, &ns, p, &rt).await;
             let view = rt.view();
             if view.ready {
                 ready += 1;
@@ -198,6 +201,28 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
     Ok(())
 }
 
+/// Keeps the pod's sidecar address annotations in line with its runtime (a runtime started again for an
+/// existing pod listens elsewhere); where the API server cannot proxy, druidctl follows the direct one.
+async fn publish_backup_address(ctx: &Ctx, ns: &str, pod: &Pod, rt: &MemberRuntime) {
+    let want = rt.backup_addr().to_string();
+    let have = |key: &str| pod.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
+    let direct = ctx.registrar.is_none();
+    if have(ANNOTATION_BACKUP_API) == Some(want.as_str())
+        && (!direct || have(ANNOTATION_DIRECT_ADDRESS) == Some(want.as_str()))
+    {
+        return;
+    }
+    let mut annotations = json!({ANNOTATION_BACKUP_API: want});
+    if direct {
+        annotations[ANNOTATION_DIRECT_ADDRESS] = json!(want);
+    }
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let patch = json!({"metadata": {"annotations": annotations}});
+    if let Err(e) = api::<Pod>(ctx, Some(ns)).patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        tracing::debug!(pod = name, error = %e, "sidecar address not published");
+    }
+}
+
 async fn ensure_runtime(
     ctx: &Arc<Ctx>,
     ns: &str,
@@ -240,7 +265,9 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
 }
 
 /// Node for a new pod in `ns`: a Ready Node backed by a live Machine of `ns` that hosts no pod in `taken`
-/// (first by name); `playground-node` when `ns` has no Machines (landscapes without MCM) or no Node fits.
+/// (first by name); `playground-node` when `ns` has no Machines (landscapes without MCM); `None` (the pod stays
+/// unschedulable for now, as with a real scheduler) while Machines exist but no Node fits, e.g. while a
+/// replacement node is not Ready yet.
 async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String> {
     let machines =
         match Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns).list(&ListParams::default()).await {
@@ -263,7 +290,7 @@ async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String
         })
         .collect();
     fit.sort();
-    Some(fit.into_iter().next().unwrap_or_else(|| "playground-node".into()))
+    fit.into_iter().next()
 }
 
 async fn create_pod(ctx: &Ctx, sts: &StatefulSet, pod: &str, pvc: &str, claim: &str, rt: &MemberRuntime, node: &str) {
@@ -283,11 +310,19 @@ async fn create_pod(ctx: &Ctx, sts: &StatefulSet, pod: &str, pvc: &str, claim: &
         "apps.kubernetes.io/pod-index".into(),
         ordinal(pod, sts.metadata.name.as_deref().unwrap_or_default()).unwrap_or(0).to_string(),
     );
+    let mut annotations =
+        json!({ANNOTATION_CLIENT_URL: rt.client_url(), ANNOTATION_BACKUP_API: rt.backup_addr().to_string()});
+    // Where the member serves client TLS when its Etcd has `clientUrlTls` (see `super::tls`).
+    annotations[CLIENT_TLS_URL_ANNOTATION] = json!(format!("https://127.0.0.1:{}", ctx.tls_port(&ns, pod)));
+    if ctx.registrar.is_none() {
+        // The API server cannot proxy to this process; druidctl reaches the sidecar at this address instead.
+        annotations[ANNOTATION_DIRECT_ADDRESS] = json!(rt.backup_addr().to_string());
+    }
     let obj = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": pod, "namespace": ns, "labels": labels,
-            "annotations": {ANNOTATION_CLIENT_URL: rt.client_url(), ANNOTATION_BACKUP_API: rt.backup_addr().to_string()},
+            "annotations": annotations,
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": sts.metadata.name,
                 "uid": sts.metadata.uid, "controller": true, "blockOwnerDeletion": true}],
         },
