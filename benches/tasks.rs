@@ -120,6 +120,22 @@ fn describe(t: &EtcdOperatorTask) -> String {
     )
 }
 
+/// Requests since `before` by (verb, resource, code), for the task and lease resources.
+fn request_delta(server: &ApiServer, before: &HashMap<(String, String, u16), u64>) -> Vec<String> {
+    let mut out: Vec<String> = server
+        .request_log()
+        .counters()
+        .into_iter()
+        .filter(|((_, r, _), _)| r.starts_with("etcdoperatortasks") || r == "leases")
+        .filter_map(|(k, n)| {
+            let d = n - before.get(&k).copied().unwrap_or(0);
+            (d > 0).then(|| format!("{} {} {}: {d}", k.0, k.1, k.2))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// Prints what unfinished tasks are doing: counts by state and the oldest few.
 fn diagnose(seen: &Observed) {
     let mut by_state: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -237,6 +253,7 @@ async fn run() {
     eprintln!("  {tasks} tasks created in {:.1}s", created.as_secs_f64());
     let mut peak_rss = rss_mib();
     let (mut last_done, mut last_progress, mut reported) = (0, Instant::now(), false);
+    let (mut counters_then, mut progress_tick) = (server.request_log().counters(), Instant::now());
     let complete = loop {
         let done = seen.lock().unwrap().terminal_at.keys().filter(|k| created_at.contains_key(*k)).count();
         peak_rss = peak_rss.max(rss_mib());
@@ -247,7 +264,19 @@ async fn run() {
             (last_done, last_progress, reported) = (done, Instant::now(), false);
         } else if last_progress.elapsed() > Duration::from_secs(20) && !reported {
             diagnose(&seen.lock().unwrap());
+            let text = r.metrics.encode();
+            let m = |name: &str| sample_sum(&text, name, &[]);
+            eprintln!(
+                "    controller: {} relists, {} watch restarts, {} reconcile errors; requests in the last 20 s: {:?}",
+                m("druidctl_watch_relists_total"),
+                m("druidctl_watch_restarts_total"),
+                m("druidctl_reconcile_errors_total"),
+                request_delta(&server, &counters_then)
+            );
             reported = true;
+        }
+        if progress_tick.elapsed() > Duration::from_secs(20) {
+            (counters_then, progress_tick) = (server.request_log().counters(), Instant::now());
         }
         if started.elapsed() > timeout {
             diagnose(&seen.lock().unwrap());

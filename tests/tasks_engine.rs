@@ -423,3 +423,34 @@ async fn an_api_server_restart_with_history_costs_the_controller_no_relist() {
     let text = r.metrics.encode();
     assert_eq!(sample_sum(&text, "druidctl_watch_relists_total", &[]), 1.0, "only the initial list: {text}");
 }
+
+#[tokio::test]
+async fn a_task_waiting_in_the_fifo_starts_when_the_task_ahead_is_deleted_without_any_polling() {
+    let server = server_with_etcds(&["shoot"], 1).await;
+    let client = server.client();
+    let ledger = Arc::new(Ledger::default());
+    // The head is a runbook type: this reconciler leaves it alone, so it holds the FIFO until it is deleted.
+    create(&client, "shoot", "a-runbook", "etcd-0", druidctl::api::task::types::QUORUM_LOSS_RECOVERY, None).await;
+    create(&client, "shoot", "b-next", "etcd-0", noop::TYPE, None).await;
+    let mut opts = fast_options("serve");
+    // No poll and no resync within the test: only the watch can tell b that the task ahead of it went away.
+    opts.wait_requeue = Duration::from_secs(3600);
+    let r = Arc::new(Reconciler::new(client.clone(), Arc::new(Registry::with_noop(ledger.clone())), opts));
+    let copts = ControllerOptions { namespace: Some("shoot".into()), workers: 2, resync: Duration::from_secs(3600) };
+    let ctl = tokio::spawn(controller::run(r.clone(), copts, Arc::new(AtomicBool::new(false))));
+    let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), "shoot");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let b = api.get("b-next").await.unwrap();
+        if reason(&b).contains("waiting for task a-runbook") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "b never waited: {:?}", b.status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    api.delete("a-runbook", &Default::default()).await.unwrap();
+    let all = wait_all_terminal(&client, &["shoot"], 1, Duration::from_secs(10)).await;
+    assert_eq!(all["shoot/b-next"].state(), TaskState::Succeeded);
+    r.shutdown.cancel();
+    ctl.await.unwrap();
+}

@@ -1,4 +1,5 @@
-//! A supervisor for one real etcd member process on loopback.
+//! A supervisor for one real etcd member process on loopback (or, built with [`EtcdBackend::Simulated`], for a
+//! simulated member: [`super::simulated`]).
 //!
 //! Leak-proofing, in three layers: every child runs in its own process group and is killed (SIGKILL to
 //! the group) when its [`MemberProcess`] is dropped; every child gets `PR_SET_PDEATHSIG=SIGKILL` so the
