@@ -24,5 +24,49 @@ fi
 
 profile=default
 [ -n "${CI:-}" ] && profile=ci
-# Benches are measured with `cargo bench`, not run as tests.
-cargo nextest run --workspace --lib --bins --tests --profile "$profile" "$@"
+# Benches are measured with `cargo bench`, not run as tests. A failure still lets the external pass below run.
+status=0
+cargo nextest run --workspace --lib --bins --tests --profile "$profile" "$@" || status=$?
+
+# The end-to-end tests once more against an external API server: the embedded one, started separately over TCP,
+# so the playground's external path (CRDs installed through the API, namespaces of its own, sidecars reached
+# directly) runs on every change. docs/testing.md lists the set and what stays embedded-only.
+# DRUIDCTL_SKIP_EXTERNAL_E2E=1 skips this pass (e.g. while iterating on one test).
+if [ -z "${DRUIDCTL_SKIP_EXTERNAL_E2E:-}" ]; then
+  e2e_dir="$(mktemp -d)"
+  apiserver_pid=""
+  cleanup() {
+    if [ -n "$apiserver_pid" ]; then
+      kill "$apiserver_pid" 2>/dev/null || true
+      wait "$apiserver_pid" 2>/dev/null || true
+    fi
+    rm -rf "$e2e_dir"
+  }
+  trap cleanup EXIT
+  # The binary the main run just built (same profile, same target dir).
+  target_dir="$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
+  "$target_dir/debug/druidctl" playground apiserver --kubeconfig-out "$e2e_dir/kubeconfig" >"$e2e_dir/apiserver.log" 2>&1 &
+  apiserver_pid=$!
+  for _ in $(seq 1 100); do
+    [ -s "$e2e_dir/kubeconfig" ] && break
+    kill -0 "$apiserver_pid" 2>/dev/null || { cat "$e2e_dir/apiserver.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -s "$e2e_dir/kubeconfig" ] || { echo "test.sh: the API server did not start" >&2; exit 1; }
+  # Every test removes its namespaces (and their Nodes) again: checked after the run.
+  left() { kubectl --kubeconfig "$e2e_dir/kubeconfig" get namespaces,nodes -o name | sort; }
+  before="$(left)"
+  echo "test.sh: end-to-end tests against an external API server (KUBECONFIG $e2e_dir/kubeconfig)"
+  started=$(date +%s)
+  DRUIDCTL_TEST_KUBECONFIG="$e2e_dir/kubeconfig" cargo nextest run --profile "$profile" \
+    --test landscape_playground --test tasks_playground --test runbook_recovery --test runbook_member_restore \
+    --test runbook_refusals "$@" || status=$?
+  echo "test.sh: external-server pass took $(( $(date +%s) - started ))s"
+  after="$(left)"
+  if [ "$before" != "$after" ]; then
+    echo "test.sh: the end-to-end tests left objects on the external API server:" >&2
+    comm -13 <(echo "$before") <(echo "$after") >&2
+    status=1
+  fi
+fi
+exit "$status"

@@ -166,15 +166,33 @@ async fn no_etcd_process_survives_its_supervisor() {
     let Some(binary) = require_etcd("no leaks") else { return };
     let dir = tempfile::tempdir().unwrap();
     let cluster = three_members(dir.path(), &binary).await;
-    let pids: Vec<u32> = cluster.members().iter().filter_map(|m| m.pid()).collect();
+    let mut pids: Vec<u32> = cluster.members().iter().filter_map(|m| m.pid()).collect();
+    pids.sort_unstable();
     assert_eq!(pids.len(), 3);
-    assert_eq!(etcd_children_of_this_process().len(), 3);
+    // Only this test's processes count: other tests of this binary may run etcd in the same process
+    // (`cargo test` runs them on threads of one process).
+    assert_eq!(etcd_children_using(dir.path()), pids, "the members are etcd children of this process");
+    assert!(pids.iter().all(|p| live_member_pids().contains(p)));
     drop(cluster);
-    assert!(etcd_children_of_this_process().is_empty(), "etcd children left behind");
-    assert!(live_member_pids().is_empty());
+    assert_eq!(etcd_children_using(dir.path()), Vec::<u32>::new(), "etcd children left behind");
+    let live = live_member_pids();
     for pid in pids {
+        assert!(!live.contains(&pid), "pid {pid} still registered as live");
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid), "pid {pid} still alive");
     }
+}
+
+/// The etcd children of this process whose command line names a path under `dir` (their data directory), sorted.
+fn etcd_children_using(dir: &std::path::Path) -> Vec<u32> {
+    let dir = dir.to_string_lossy();
+    let mut v: Vec<u32> = etcd_children_of_this_process()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&*dir))
+        })
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 fn is_zombie(pid: u32) -> bool {
@@ -273,4 +291,83 @@ async fn delta_snapshots_replay_deletes_into_a_fresh_member() {
     rc.compact(rev).await.unwrap();
     let instead = store2.take_delta(&rc).await.unwrap().unwrap();
     assert_eq!((instead.kind, instead.last_revision), (SnapshotKind::Full, rev));
+}
+
+/// After a restore the member's history can start below the revisions of the store's newest snapshots (here: a
+/// restore of the older of two full snapshots). The full snapshot taken right after the restore and the deltas and
+/// full snapshots that follow are the newest — by time, not by revision — so a later restore has the writes made
+/// after the first one and none of the discarded history.
+#[tokio::test]
+async fn a_restore_after_a_restore_has_the_writes_made_in_between() {
+    use druidctl::sim::etcd::cluster::retry_transient;
+    use druidctl::sim::etcd::{EtcdBackend, EtcdClient};
+    use druidctl::sim::landscape::backup::{ObjectStore, SnapshotInfo, SnapshotKind};
+    let Some(binary) = require_etcd("restore after restore") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let backend = EtcdBackend::Real(binary);
+    let store = ObjectStore::new(dir.join("store"));
+    async fn restored(
+        backend: &EtcdBackend,
+        dir: &std::path::Path,
+        name: &str,
+        store: &ObjectStore,
+        full: &SnapshotInfo,
+        deltas: &[SnapshotInfo],
+    ) -> (MemberProcess, EtcdClient) {
+        let cfg = MemberConfig::new(name, dir.join(name).join("data"), dir.join(format!("{name}.log")));
+        druidctl::sim::etcd::snapshot::restore_snapshot_with(backend, &store.path(full), &cfg).await.unwrap();
+        let m = MemberProcess::spawn_with(backend, cfg).unwrap();
+        m.wait_serving(Duration::from_secs(20)).await.unwrap();
+        let c = m.client();
+        retry_transient(Duration::from_secs(20), || c.get("/k/0")).await.unwrap();
+        for d in deltas {
+            store.apply_delta(&c, d).await.unwrap();
+        }
+        (m, c)
+    }
+
+    let cfg = MemberConfig::new("orig-0", dir.join("orig/data"), dir.join("orig.log"));
+    let m = MemberProcess::spawn_with(&backend, cfg).unwrap();
+    m.wait_serving(Duration::from_secs(20)).await.unwrap();
+    let c = m.client();
+    retry_transient(Duration::from_secs(20), || c.put("/k/0", "a")).await.unwrap();
+    for i in 1..5 {
+        c.put(format!("/k/{i}"), "a").await.unwrap();
+    }
+    let older = store.take_full(&c).await.unwrap();
+    for round in 0..4 {
+        for i in 0..5 {
+            c.put(format!("/k/{i}"), format!("b{round}")).await.unwrap();
+        }
+    }
+    store.take_delta(&c).await.unwrap().expect("a delta of the b writes");
+    let newer = store.take_full(&c).await.unwrap();
+    assert!(newer.last_revision >= older.last_revision + 20, "{older:?} {newer:?}");
+    m.kill();
+
+    // Restore the older full snapshot; backup-restore takes a full snapshot right after a restore.
+    let (r, rc) = restored(&backend, dir, "first", &store, &older, &[]).await;
+    let after_restore = store.take_full(&rc).await.unwrap();
+    assert!(after_restore.last_revision < newer.last_revision, "the restored history starts lower");
+    rc.put("/new/1", "x").await.unwrap();
+    rc.delete("/k/1").await.unwrap();
+    let delta = store.take_delta(&rc).await.unwrap().expect("the writes after the restore are a delta");
+    assert_eq!((delta.kind, delta.start_revision), (SnapshotKind::Incr, after_restore.last_revision + 1));
+    rc.put("/new/2", "y").await.unwrap();
+    let full = store.take_full(&rc).await.unwrap();
+    rc.put("/k/0", "c").await.unwrap();
+    let last = store.take_delta(&rc).await.unwrap().expect("a delta after the new full snapshot");
+    let (f, deltas) = store.latest_chain().unwrap();
+    assert_eq!((&f, &deltas), (&full, &vec![last]), "the newest full snapshot and the delta after it");
+    r.kill();
+
+    let (_again, ac) = restored(&backend, dir, "again", &store, &f, &deltas).await;
+    assert_eq!(ac.get("/new/1").await.unwrap().unwrap().value_str(), "x");
+    assert_eq!(ac.get("/new/2").await.unwrap().unwrap().value_str(), "y");
+    assert!(ac.get("/k/1").await.unwrap().is_none(), "the delete after the first restore");
+    assert_eq!(ac.get("/k/0").await.unwrap().unwrap().value_str(), "c");
+    for i in 2..5 {
+        assert_eq!(ac.get(format!("/k/{i}")).await.unwrap().unwrap().value_str(), "a", "not the discarded b writes");
+    }
 }

@@ -141,7 +141,10 @@ async fn down_removes_what_up_created_on_an_external_server_and_leaves_everythin
     let proxied = http::Request::post(format!("/api/v1/namespaces/{ns}/services/etcd-main-client:8080/proxy/healthz"))
         .body(Vec::new())
         .unwrap();
-    assert!(c.request_text(proxied).await.is_err(), "the service proxy cannot reach the sidecar");
+    match srv.server.client().request_text(proxied).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 503, "the service proxy cannot reach the sidecar: {s:?}"),
+        other => panic!("the service proxy cannot reach the sidecar: {other:?}"),
+    }
     let etcd = Api::<Etcd>::namespaced(c.clone(), ns).get("etcd-main").await.unwrap();
     let snap = sidecar::post(&c, &etcd, &Target::Leader, "/snapshot/full").await.expect("direct to the sidecar");
     assert_eq!(snap["kind"], "Full", "{snap}");

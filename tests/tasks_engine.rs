@@ -448,6 +448,10 @@ async fn a_task_waiting_in_the_fifo_starts_when_the_task_ahead_is_deleted_withou
         assert!(tokio::time::Instant::now() < deadline, "b never waited: {:?}", b.status);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Let b's own status write come back through the watch and be looked at, so that nothing but the deletion
+    // is left to wake it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(api.get("b-next").await.unwrap().state(), TaskState::Pending);
     api.delete("a-runbook", &Default::default()).await.unwrap();
     let all = wait_all_terminal(&client, &["shoot"], 1, Duration::from_secs(10)).await;
     assert_eq!(all["shoot/b-next"].state(), TaskState::Succeeded);

@@ -20,6 +20,9 @@
 //! - **Data directory**: `<data-dir>/member/snap/db` holds the member's state as JSON, written at least every
 //!   [`FLUSH_PERIOD`] while it changes and when the member stops. Deleting the directory loses the data;
 //!   garbage in `db` makes the member exit at start, like a corrupt bbolt file.
+//! - **Client TLS**: with [`MemberConfig::client_tls`] the gateway is also served over `https://` on that
+//!   port, with the key pair read from its files at start (a renewed certificate is served after a restart; an
+//!   unreadable one makes the member exit). Like the real members, no client certificate is asked for.
 //! - **Snapshots** use their own format (JSON, [`SNAPSHOT_FORMAT`]); [`restore_snapshot`] restores one into a
 //!   fresh data directory. Real etcd snapshots cannot be restored into simulated members, nor the reverse.
 //!
@@ -570,6 +573,18 @@ impl SimulatedProcess {
             life.cancel.cancel();
             return Ok(true);
         }
+        // etcd reads its key pair on start only (a renewed certificate is served after a restart); a missing or
+        // unreadable one makes it exit.
+        let tls = match cfg.client_tls.as_ref().map(|t| tls_acceptor(t).map(|a| (t.port, a))).transpose() {
+            Ok(t) => t,
+            Err(why) => {
+                drop(net);
+                log_line(&cfg.log_file, &format!("cannot serve client TLS: {why}; exiting"));
+                *lock(&life.exit_code) = Some(1);
+                life.cancel.cancel();
+                return Ok(true);
+            }
+        };
         let state = match load_or_create(&net, cfg) {
             Ok(s) => s,
             Err(why) => {
@@ -593,7 +608,10 @@ impl SimulatedProcess {
         node.flush();
         net.nodes.insert(peer_url.clone(), node);
         drop(net);
-        handle.spawn(serve(peer_url.clone(), generation, cfg.client_port, life.clone(), cfg.log_file.clone()));
+        handle.spawn(serve(peer_url.clone(), generation, cfg.client_port, None, life.clone(), cfg.log_file.clone()));
+        if let Some((port, acceptor)) = tls {
+            handle.spawn(serve(peer_url.clone(), generation, port, Some(acceptor), life.clone(), cfg.log_file.clone()));
+        }
         handle.spawn(flush_loop(peer_url, generation, life));
         Ok(true)
     }
@@ -794,7 +812,38 @@ fn grpc_error(code: i64, message: &str) -> hyper::Response<Body> {
     full(status, json!({"error": message, "message": message, "code": code}))
 }
 
-async fn serve(url: String, generation: u64, port: u16, life: Arc<Life>, log: PathBuf) {
+/// The client TLS listener's server config, from the key pair files of `tls` (read once, at start, as etcd does).
+fn tls_acceptor(tls: &super::process::ClientTls) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("open {}: {e}", p.display()));
+    let (crt, key) = (read(&tls.cert_file)?, read(&tls.key_file)?);
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&crt)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", tls.cert_file.display()))?;
+    if chain.is_empty() {
+        return Err(format!("{}: no certificate", tls.cert_file.display()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| format!("{}: {e}", tls.key_file.display()))?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("{} and {}: {e}", tls.cert_file.display(), tls.key_file.display()))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves the gateway on `127.0.0.1:port`, over TLS when `tls` is set; a member that cannot listen exits.
+async fn serve(
+    url: String,
+    generation: u64,
+    port: u16,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    life: Arc<Life>,
+    log: PathBuf,
+) {
     // A killed predecessor on the same port may still be closing its listener.
     let mut listener = None;
     for _ in 0..100 {
@@ -830,20 +879,36 @@ async fn serve(url: String, generation: u64, port: u16, life: Arc<Life>, log: Pa
             a = listener.accept() => a,
         };
         let Ok((stream, _)) = accepted else { continue };
-        let (url, life) = (url.clone(), life.clone());
+        let (url, life, tls) = (url.clone(), life.clone(), tls.clone());
         tokio::spawn(async move {
             let cancel = life.cancel.clone();
-            let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let (url, life) = (url.clone(), life.clone());
-                async move { Ok::<_, Infallible>(handle(&url, generation, &life, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            let work = async move {
+                match tls {
+                    None => serve_connection(TokioIo::new(stream), url, generation, life).await,
+                    Some(acceptor) => {
+                        if let Ok(stream) = acceptor.accept(stream).await {
+                            serve_connection(TokioIo::new(stream), url, generation, life).await;
+                        }
+                    }
+                }
+            };
             tokio::select! {
-                _ = conn => {}
+                _ = work => {}
                 _ = cancel.cancelled() => {}
             }
         });
     }
+}
+
+async fn serve_connection<IO>(io: IO, url: String, generation: u64, life: Arc<Life>)
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let (url, life) = (url.clone(), life.clone());
+        async move { Ok::<_, Infallible>(handle(&url, generation, &life, req).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
 }
 
 async fn handle(

@@ -2,6 +2,11 @@
 //! member's) and delta snapshots (every put and delete since the previous snapshot, read with a watch like
 //! etcd-backup-restore does), named like etcd-backup-restore's `Full-<startRev>-<endRev>-<unix>` and
 //! `Incr-<startRev>-<endRev>-<unix>`. Restoring replays a delta's events in order, deletes included.
+//!
+//! The newest snapshot is the last one taken, by time (as etcd-backup-restore picks it), not the one with the
+//! highest revision: a restore starts a new history, and the full snapshot taken right after it, like everything
+//! after that, can have lower revisions than snapshots of the history it replaced. Within one second a new
+//! snapshot is stamped so that it sorts after every existing one ([`SnapshotInfo::order_key`]).
 
 use std::path::{Path, PathBuf};
 
@@ -48,6 +53,14 @@ impl SnapshotInfo {
         let last_revision = parts.next()?.parse().ok()?;
         let created_on = parts.next()?.parse().ok()?;
         Some(SnapshotInfo { kind, start_revision, last_revision, created_on, snap_name: name.to_string() })
+    }
+
+    /// Position in the store's history: creation time first (etcd-backup-restore picks the latest snapshot by
+    /// time: a restore starts a new history, and the snapshots after it can have lower revisions than older ones).
+    /// Within one second, the higher last revision, then a full snapshot after the delta it ends with; new
+    /// snapshots are stamped so that they sort after every existing one ([`ObjectStore::created_on`]).
+    pub fn order_key(&self) -> (i64, i64, bool, i64) {
+        (self.created_on, self.last_revision, self.kind == SnapshotKind::Full, self.start_revision)
     }
 }
 
@@ -98,50 +111,54 @@ impl ObjectStore {
         &self.dir
     }
 
-    /// Every snapshot, oldest first.
+    /// Every snapshot, oldest first: ordered by creation time ([`SnapshotInfo::order_key`]), not by revision — a
+    /// restore starts a new history whose revisions can be lower than those of older snapshots.
     pub fn list(&self) -> Vec<SnapshotInfo> {
         let Ok(rd) = std::fs::read_dir(&self.dir) else { return Vec::new() };
         let mut v: Vec<SnapshotInfo> =
             rd.flatten().filter_map(|e| SnapshotInfo::parse(&e.file_name().to_string_lossy())).collect();
-        v.sort_by_key(|s| (s.last_revision, s.created_on, s.kind == SnapshotKind::Incr));
+        v.sort_by_key(SnapshotInfo::order_key);
         v
     }
 
-    /// The newest full snapshot and the deltas taken after it (in order).
+    /// The newest full snapshot and the deltas taken after it (in order), as a restore uses them: only deltas
+    /// that continue the chain (each starting right after the previous snapshot's last revision; one that
+    /// overlaps it is replayed too) — the chain stops at the first gap.
     pub fn latest_chain(&self) -> Option<(SnapshotInfo, Vec<SnapshotInfo>)> {
-        let all = self.list();
-        let full = all
-            .iter()
-            .filter(|s| s.kind == SnapshotKind::Full)
-            .max_by_key(|s| (s.last_revision, s.created_on))?
-            .clone();
-        let deltas =
-            all.into_iter().filter(|s| s.kind == SnapshotKind::Incr && s.start_revision > full.last_revision).collect();
-        Some((full, deltas))
+        chain(self.list())
     }
 
-    /// Highest revision covered by any snapshot.
+    /// Last revision of the newest snapshot (the revision the next delta continues from).
     pub fn last_revision(&self) -> Option<i64> {
-        self.list().iter().map(|s| s.last_revision).max()
+        self.list().last().map(|s| s.last_revision)
     }
 
-    /// Copies the newest `max_full` full snapshots (all when `None`) and the deltas after the oldest of
-    /// them into `target`; returns how many files were copied.
+    /// Copies the newest `max_full` full snapshots (all when `None`) and every delta taken after the oldest of
+    /// them (every delta when none is kept) into `target`; returns how many files were copied.
     pub fn copy_to(&self, target: &ObjectStore, max_full: Option<usize>) -> Result<usize, EtcdError> {
         let all = self.list();
-        let mut fulls: Vec<&SnapshotInfo> = all.iter().filter(|s| s.kind == SnapshotKind::Full).collect();
-        if let Some(n) = max_full {
-            fulls = fulls.split_off(fulls.len().saturating_sub(n));
-        }
-        let from = fulls.first().map(|f| f.last_revision).unwrap_or(0);
+        let fulls: Vec<usize> =
+            all.iter().enumerate().filter(|(_, s)| s.kind == SnapshotKind::Full).map(|(i, _)| i).collect();
+        let kept = &fulls[fulls.len() - max_full.map_or(fulls.len(), |n| n.min(fulls.len()))..];
+        let first = kept.first().copied().unwrap_or(0);
         std::fs::create_dir_all(&target.dir).map_err(|e| EtcdError::io_pub("create", &target.dir, e))?;
         let mut copied = 0;
-        for s in all.iter().filter(|s| s.last_revision >= from && (s.kind == SnapshotKind::Incr || fulls.contains(s))) {
+        for (_, s) in
+            all.iter().enumerate().skip(first).filter(|(i, s)| s.kind == SnapshotKind::Incr || kept.contains(i))
+        {
             let dest = target.path(s);
             std::fs::copy(self.path(s), &dest).map_err(|e| EtcdError::io_pub("copy to", &dest, e))?;
             copied += 1;
         }
         Ok(copied)
+    }
+
+    /// Creation time for a new snapshot: now, unless that would not sort after the newest snapshot in the store
+    /// (a lower revision after a restore within the same second, or a clock that went back); then the newest
+    /// one's time, or one second later where the revisions would still sort it first — so the newest file in the
+    /// store is always the last one taken (ahead of the clock only after a restore within the same second).
+    fn created_on(&self, kind: SnapshotKind, start_revision: i64, last_revision: i64) -> i64 {
+        stamp(self.list().last(), jiff::Timestamp::now().as_second(), kind, start_revision, last_revision)
     }
 
     /// Path of a snapshot file.
@@ -154,16 +171,25 @@ impl ObjectStore {
         self.take_full_as(client, None).await
     }
 
-    /// Takes a full snapshot, naming it after `revision` when given (a compacted snapshot stands for the
-    /// source revision of the last delta it contains, not the revision of the etcd that produced it).
-    pub async fn take_full_as(&self, client: &EtcdClient, revision: Option<i64>) -> Result<SnapshotInfo, EtcdError> {
+    /// Takes a full snapshot, naming it after `stands_for` when given: a compacted snapshot stands for the last
+    /// delta it contains — its revision in the source history (not that of the etcd that produced it) and its
+    /// time, so it takes that delta's place in the order and deltas taken meanwhile still follow it.
+    pub async fn take_full_as(
+        &self,
+        client: &EtcdClient,
+        stands_for: Option<&SnapshotInfo>,
+    ) -> Result<SnapshotInfo, EtcdError> {
         let tmp = self.dir.join(format!(".full-{}.tmp", uuid::Uuid::new_v4()));
         let rev = client.snapshot_to_file(&tmp).await?;
+        let (last_revision, created_on) = match stands_for {
+            Some(s) => (s.last_revision, s.created_on),
+            None => (rev, self.created_on(SnapshotKind::Full, 0, rev)),
+        };
         let info = SnapshotInfo {
             kind: SnapshotKind::Full,
             start_revision: 0,
-            last_revision: revision.unwrap_or(rev),
-            created_on: jiff::Timestamp::now().as_second(),
+            last_revision,
+            created_on,
             snap_name: String::new(),
         };
         let info = SnapshotInfo { snap_name: name(&info), ..info };
@@ -172,7 +198,8 @@ impl ObjectStore {
         Ok(info)
     }
 
-    /// Takes a delta snapshot of every put and delete after the newest snapshot; `None` when nothing changed.
+    /// Takes a delta snapshot of every put and delete after the newest snapshot; `None` when nothing changed (or
+    /// the member is behind the newest snapshot, as right after a restore: the full snapshot taken then comes first).
     /// When the member's history was compacted past that point a delta cannot be taken, and a full snapshot is
     /// taken instead (as etcd-backup-restore does).
     pub async fn take_delta(&self, client: &EtcdClient) -> Result<Option<SnapshotInfo>, EtcdError> {
@@ -195,7 +222,7 @@ impl ObjectStore {
             kind: SnapshotKind::Incr,
             start_revision: since,
             last_revision: now,
-            created_on: jiff::Timestamp::now().as_second(),
+            created_on: self.created_on(SnapshotKind::Incr, since, now),
             snap_name: String::new(),
         };
         let info = SnapshotInfo { snap_name: name(&info), ..info };
@@ -238,6 +265,35 @@ impl ObjectStore {
             }
         }
         Ok(delta.events.len())
+    }
+}
+
+/// The newest full snapshot of `list` (oldest first) and the deltas that continue it.
+fn chain(list: Vec<SnapshotInfo>) -> Option<(SnapshotInfo, Vec<SnapshotInfo>)> {
+    let at = list.iter().rposition(|s| s.kind == SnapshotKind::Full)?;
+    let mut rest = list.into_iter().skip(at);
+    let full = rest.next()?;
+    let mut last = full.last_revision;
+    let deltas = rest
+        .take_while(|d| {
+            let continues = d.kind == SnapshotKind::Incr && d.start_revision <= last + 1;
+            last = last.max(d.last_revision);
+            continues
+        })
+        .collect();
+    Some((full, deltas))
+}
+
+/// See [`ObjectStore::created_on`].
+fn stamp(newest: Option<&SnapshotInfo>, now: i64, kind: SnapshotKind, start_revision: i64, last_revision: i64) -> i64 {
+    let Some(newest) = newest else { return now };
+    let at = |created_on| SnapshotInfo { kind, start_revision, last_revision, created_on, snap_name: String::new() };
+    if at(now).order_key() >= newest.order_key() {
+        now
+    } else if at(newest.created_on).order_key() >= newest.order_key() {
+        newest.created_on
+    } else {
+        newest.created_on + 1
     }
 }
 
@@ -290,5 +346,80 @@ mod tests {
         assert_eq!(deltas.len(), 1);
         assert_eq!(deltas[0].start_revision, 21);
         assert_eq!(store.last_revision(), Some(25));
+    }
+
+    fn store_with(names: &[&str]) -> (tempfile::TempDir, ObjectStore) {
+        let dir = tempfile::tempdir().unwrap();
+        for n in names {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        let store = ObjectStore::new(dir.path());
+        (dir, store)
+    }
+
+    fn names(v: &[SnapshotInfo]) -> Vec<&str> {
+        v.iter().map(|s| s.snap_name.as_str()).collect()
+    }
+
+    #[test]
+    fn after_a_restore_the_newest_full_is_the_latest_even_at_a_lower_revision() {
+        let (_dir, store) = store_with(&[
+            "Full-00000000-00000010-100",
+            "Incr-00000011-00000030-101",
+            "Full-00000000-00000030-102",
+            "Incr-00000031-00000040-103",
+            // restored to revision 12 (an older state); backup-restore takes a full snapshot, then deltas follow
+            "Full-00000000-00000012-104",
+            "Incr-00000013-00000015-105",
+        ]);
+        let (full, deltas) = store.latest_chain().unwrap();
+        assert_eq!(full.snap_name, "Full-00000000-00000012-104");
+        assert_eq!(names(&deltas), ["Incr-00000013-00000015-105"], "no delta of the older history");
+        assert_eq!(store.last_revision(), Some(15), "the next delta continues the restored history");
+    }
+
+    #[test]
+    fn within_one_second_a_new_snapshot_is_stamped_after_the_newest() {
+        let incr = SnapshotInfo::parse("Incr-00000031-00000040-200").unwrap();
+        // a restore within the same second: a lower revision must not sort before the delta
+        assert_eq!(stamp(Some(&incr), 200, SnapshotKind::Full, 0, 12), 201);
+        // ordinary progress within a second keeps the clock's time
+        assert_eq!(stamp(Some(&incr), 200, SnapshotKind::Incr, 41, 45), 200);
+        assert_eq!(stamp(Some(&incr), 200, SnapshotKind::Full, 0, 40), 200, "a full after the delta it ends with");
+        // a clock that went back (or a snapshot stamped a second ahead)
+        assert_eq!(stamp(Some(&incr), 150, SnapshotKind::Incr, 41, 45), 200);
+        assert_eq!(stamp(Some(&incr), 150, SnapshotKind::Full, 0, 12), 201);
+        assert_eq!(stamp(None, 150, SnapshotKind::Full, 0, 3), 150);
+        let (_dir, store) = store_with(&[
+            "Full-00000000-00000010-200",
+            "Incr-00000011-00000040-200",
+            "Full-00000000-00000012-201",
+            "Incr-00000013-00000014-201",
+        ]);
+        let (full, deltas) = store.latest_chain().unwrap();
+        assert_eq!(full.last_revision, 12);
+        assert_eq!(names(&deltas), ["Incr-00000013-00000014-201"]);
+    }
+
+    #[test]
+    fn deltas_chain_only_to_the_full_they_follow_and_a_compacted_full_takes_its_last_deltas_place() {
+        let (_dir, store) = store_with(&[
+            "Full-00000000-00000010-300",
+            "Incr-00000011-00000020-301",
+            "Incr-00000021-00000025-302",
+            // compacted by the Job from the two deltas: named after the last one, revision and time
+            "Full-00000000-00000025-302",
+            "Incr-00000026-00000027-303",
+            "Incr-00000031-00000033-304",
+            "Incr-00000034-00000035-305",
+        ]);
+        let list = store.list();
+        assert_eq!(list[3].snap_name, "Full-00000000-00000025-302", "after the delta it compacts");
+        let (full, deltas) = store.latest_chain().unwrap();
+        assert_eq!(full.snap_name, "Full-00000000-00000025-302");
+        assert_eq!(names(&deltas), ["Incr-00000026-00000027-303"], "the chain stops at the gap 28-30");
+        let copy = tempfile::tempdir().unwrap();
+        assert_eq!(store.copy_to(&ObjectStore::new(copy.path()), Some(1)).unwrap(), 4);
+        assert_eq!(store.copy_to(&ObjectStore::new(copy.path()), None).unwrap(), 7);
     }
 }

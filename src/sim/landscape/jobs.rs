@@ -144,8 +144,9 @@ async fn compact_store(ctx: &Ctx, client: &Client, etcd: &Etcd) -> Result<String
     for d in &deltas {
         applied += store.apply_delta(&c, d).await.map_err(|e| e.to_string())?;
     }
-    let last = deltas.last().map(|d| d.last_revision).unwrap_or(full.last_revision);
-    let info = store.take_full_as(&c, Some(last)).await.map_err(|e| e.to_string())?;
+    let newest = deltas.last().unwrap_or(&full);
+    let last = newest.last_revision;
+    let info = store.take_full_as(&c, Some(newest)).await.map_err(|e| e.to_string())?;
     drop(member);
     let _ = std::fs::remove_dir_all(&scratch);
     let lease = Api::<Lease>::namespaced(client.clone(), &ns);

@@ -469,7 +469,10 @@ impl MemberRuntime {
         let cfg = self.process.config();
         restore_snapshot_with(&ctx.etcd, &store.path(&full), &cfg).await?;
         tracing::info!(pod = %self.pod, snapshot = %full.snap_name, deltas = deltas.len(), "restored from backup");
-        self.state.lock().expect("state").pending_deltas = deltas;
+        let mut s = self.state.lock().expect("state");
+        s.pending_deltas = deltas;
+        // The first snapshot after a restore is a full one (no delta may continue the older history).
+        s.last_full = None;
         Ok(())
     }
 
@@ -495,14 +498,24 @@ impl MemberRuntime {
             (s.pending_promotion, std::mem::take(&mut s.pending_deltas))
         };
         if healthy && !deltas.is_empty() {
+            // Replayed in order; what is left (store not readable, a replay failed) stays pending and is retried:
+            // the member is not ready and takes no snapshot with part of the history missing (replaying a delta
+            // again gives the same keys).
+            let mut left = deltas.as_slice();
             if let Some((store, _)) = self.store_and_period().await {
-                for d in &deltas {
+                while let Some((d, rest)) = left.split_first() {
                     if let Err(e) = store.apply_delta(&self.process.client(), d).await {
-                        tracing::warn!(pod = %self.pod, error = %e, "delta replay failed");
+                        tracing::warn!(pod = %self.pod, delta = %d.snap_name, error = %e, "delta replay failed");
+                        break;
                     }
+                    left = rest;
                 }
-                // backup-restore takes a full snapshot right after a restore.
+            }
+            if left.is_empty() {
+                // backup-restore takes a full snapshot right after a restore: the restored history starts there.
                 let _ = self.snapshot_full().await;
+            } else {
+                self.state.lock().expect("state").pending_deltas = left.to_vec();
             }
         } else if !deltas.is_empty() {
             self.state.lock().expect("state").pending_deltas = deltas;
