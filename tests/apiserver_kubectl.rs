@@ -211,8 +211,14 @@ async fn kubectl_wait_and_watch() {
     let k = Kubectl::start(&server, "admin").await;
     k.ok(&["create", "configmap", "cm1", "--from-literal=a=b"]).await;
     let s2 = server.clone();
+    let watches_before = server.request_log().count("watch", "configmaps");
     let waiter = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        // Delete only once `kubectl wait` watches: a deletion before it starts would test nothing.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        while s2.request_log().count("watch", "configmaps") == watches_before && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(s2.client(), "default");
         cms.delete("cm1", &Default::default()).await.unwrap();
     });

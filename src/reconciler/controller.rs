@@ -154,9 +154,9 @@ impl Queue {
     }
 }
 
-/// The unfinished tasks of each Etcd, by the task's namespace and its Etcd's name, with the state each was last
-/// seen in. Admission needs only a task's Etcd-mates (FIFO and duplicates), and when a task changes state only
-/// they need another look, so nothing scans every task of a namespace or of the cluster per reconcile or event.
+/// The unfinished tasks of each Etcd (by the Etcd's namespace and name), with the state each was last seen in.
+/// Admission needs only a task's Etcd-mates (FIFO and duplicates), and when a task changes state only they need
+/// another look, so nothing scans every task of a namespace or of the cluster per reconcile or event.
 #[derive(Default)]
 struct EtcdIndex {
     by_etcd: HashMap<Key, HashMap<Key, TaskState>>,
@@ -330,6 +330,11 @@ async fn worker(
             }
         }
         queue.done(&key);
+        // A reconcile that makes no API call (a finished task, a task still waiting) never returns `Pending`, so
+        // without this a worker with a full queue would keep its thread for the whole queue: the watch, timers,
+        // lease renewals (and an in-process API server) on that runtime would starve, and reconciles of a stale
+        // cache would keep it that way.
+        tokio::task::yield_now().await;
     }
 }
 
@@ -513,6 +518,33 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let s = q.state.lock().unwrap();
         assert!(s.order.is_empty() && s.scheduled.is_empty(), "the superseded timers did not push it again");
+    }
+
+    #[tokio::test]
+    async fn a_worker_with_a_full_queue_of_cheap_reconciles_lets_other_tasks_run() {
+        use crate::tasks::Registry;
+        let server = crate::sim::apiserver::ApiServer::new();
+        let opts = crate::reconciler::ReconcilerOptions::new("test");
+        let r = Arc::new(Reconciler::new(server.client(), Arc::new(Registry::default()), opts));
+        let (reader, mut writer) = reflector::store::<EtcdOperatorTask>();
+        let queue = Arc::new(Queue::default());
+        let n = 500;
+        for i in 0..n {
+            // Finished, due for deletion in an hour: its reconcile makes no API call and never waits.
+            let mut t = task(&format!("t{i}"), "e", Some(TaskState::Succeeded));
+            t.spec.ttl_seconds_after_finished = Some(3600);
+            t.status.as_mut().unwrap().last_operation =
+                Some(crate::reconciler::status::operation("NoOp", crate::api::task::OperationState::Completed, ""));
+            writer.apply_watcher_event(&Event::Apply(t.clone()));
+            queue.push(key_of(&t));
+        }
+        // Current-thread runtime: the worker is polled first; the probe runs only when the worker gives way.
+        let w = tokio::spawn(worker(r.clone(), reader, queue.clone(), Arc::new(Mutex::new(EtcdIndex::default()))));
+        let q = queue.clone();
+        let left_when_probed = tokio::spawn(async move { q.state.lock().unwrap().order.len() }).await.unwrap();
+        assert!(left_when_probed > n / 2, "the worker kept the thread for {} reconciles", n - left_when_probed);
+        r.shutdown.cancel();
+        w.abort();
     }
 
     fn task(name: &str, etcd: &str, state: Option<TaskState>) -> EtcdOperatorTask {

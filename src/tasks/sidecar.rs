@@ -130,3 +130,109 @@ pub async fn lease_marker(client: &Client, namespace: &str, name: &str) -> Resul
         )
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::PostParams;
+    use serde_json::json;
+
+    use super::*;
+    use crate::sim::apiserver::ApiServer;
+
+    fn etcd() -> Etcd {
+        serde_json::from_value(json!({
+            "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+            "metadata": {"name": "etcd-main", "namespace": "ns"},
+            "spec": {"replicas": 3, "labels": {}, "etcd": {}, "backup": {"port": 8080}},
+        }))
+        .unwrap()
+    }
+
+    async fn create<K>(client: &Client, obj: serde_json::Value)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), "ns");
+        api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_direct_address_annotation_alone_turns_the_proxy_route_into_a_direct_one() {
+        let server = ApiServer::new();
+        let client = server.client();
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "ns"}})).unwrap();
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+        let pod = |name: &str, annotations: serde_json::Value| {
+            json!({"metadata": {"name": name, "annotations": annotations},
+                   "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}})
+        };
+        create::<Pod>(&client, pod("etcd-main-0", json!({ANNOTATION_DIRECT_ADDRESS: "127.0.0.1:4100"}))).await;
+        create::<Pod>(&client, pod("etcd-main-1", json!({"other": "x"}))).await;
+        create::<Pod>(&client, pod("etcd-main-2", json!({ANNOTATION_DIRECT_ADDRESS: "somewhere"}))).await;
+        let e = etcd();
+
+        // No Service yet, and a Pod without the annotation: through the API server's proxy, as on a seed.
+        assert_eq!(
+            route(&client, &e, &Target::Leader, "/snapshot/full").await.unwrap(),
+            Route::Proxy("/api/v1/namespaces/ns/services/etcd-main-client:8080/proxy/snapshot/full".into())
+        );
+        assert_eq!(
+            route(&client, &e, &Target::Member("etcd-main-1".into()), "defrag").await.unwrap(),
+            Route::Proxy("/api/v1/namespaces/ns/pods/etcd-main-1:8080/proxy/defrag".into())
+        );
+        // Published addresses: straight to the sidecar.
+        assert_eq!(
+            route(&client, &e, &Target::Member("etcd-main-0".into()), "defrag").await.unwrap(),
+            Route::Direct("http://127.0.0.1:4100/defrag".into())
+        );
+        let svc = json!({"metadata": {"name": "etcd-main-client", "annotations": {ANNOTATION_DIRECT_ADDRESS: "127.0.0.1:4200"}},
+                         "spec": {"ports": [{"name": "backuprestore", "port": 8080}]}});
+        create::<Service>(&client, svc).await;
+        assert_eq!(
+            route(&client, &e, &Target::Leader, "/snapshot/full").await.unwrap(),
+            Route::Direct("http://127.0.0.1:4200/snapshot/full".into())
+        );
+        // A malformed address is a permanent error, not a silent fallback to a proxy that cannot work.
+        let err = route(&client, &e, &Target::Member("etcd-main-2".into()), "defrag").await.unwrap_err();
+        assert!(!err.is_transient() && err.to_string().contains("is not host:port"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_direct_post_classifies_answers_like_the_proxy() {
+        use std::convert::Infallible;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { return };
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                        let (code, body) = match req.uri().path() {
+                            "/ok" => (200, r#"{"message":"done"}"#),
+                            "/busy" => (503, "busy"),
+                            _ => (404, "no such path"),
+                        };
+                        let resp = hyper::Response::builder()
+                            .status(code)
+                            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                            .unwrap();
+                        Ok::<_, Infallible>(resp)
+                    });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        assert_eq!(post_direct(&format!("http://{addr}/ok")).await.unwrap(), r#"{"message":"done"}"#);
+        assert!(post_direct(&format!("http://{addr}/busy")).await.unwrap_err().is_transient());
+        let err = post_direct(&format!("http://{addr}/nope")).await.unwrap_err();
+        assert!(!err.is_transient() && err.to_string().contains("no such path (404)"), "{err}");
+        let closed = crate::sim::etcd::ports::free_port();
+        assert!(post_direct(&format!("http://127.0.0.1:{closed}/ok")).await.unwrap_err().is_transient());
+    }
+}

@@ -246,12 +246,19 @@ impl Playground {
                 Ok(Playground { embedded, admin, url, landscapes, opts, namespaces, kubeconfig, record })
             }
             Err((e, admin)) => {
-                if record.is_external()
-                    && let Err(cleanup) = external::remove_created(&admin, &record, Duration::from_secs(60)).await
-                {
-                    tracing::warn!(error = %cleanup, "removing what a failed playground up created");
-                }
                 let _ = std::fs::remove_file(state.join("playground.pid"));
+                let cleaned = match record.is_external() {
+                    true => external::remove_created(&admin, &record, Duration::from_secs(60)).await,
+                    false => Ok(()),
+                };
+                match cleaned {
+                    // Nothing left behind: nothing to record.
+                    Ok(()) => {
+                        let _ = std::fs::remove_file(state.join(RECORD_FILE));
+                    }
+                    // The record stays, so that `playground down` can try again.
+                    Err(cleanup) => tracing::warn!(error = %cleanup, "removing what a failed playground up created"),
+                }
                 Err(e)
             }
         }
@@ -574,7 +581,8 @@ impl Playground {
             }
             let _ = std::fs::remove_file(&pid_file);
         }
-        if let Some(record) = PlaygroundRecord::read(state_dir).filter(|r| r.is_external()) {
+        let leftovers = |r: &PlaygroundRecord| !r.created_namespaces.is_empty() || !r.created_crds.is_empty();
+        if let Some(record) = PlaygroundRecord::read(state_dir).filter(|r| r.is_external() && leftovers(r)) {
             found = true;
             let ext =
                 ExternalServer { kubeconfig: Some(state_dir.join("kubeconfig")), context: record.context.clone() };
