@@ -33,7 +33,8 @@ async fn killing_two_of_three_members_loses_quorum_and_their_return_restores_it_
     cluster.member(1).start().unwrap();
     cluster.member(2).start().unwrap();
     cluster.wait_quorate(Duration::from_secs(20)).await.expect("quorum comes back");
-    let kvs = cluster.client(2).get_prefix("/registry/").await.unwrap();
+    // Only the acknowledged keys: the timed-out write was proposed and may still commit once quorum is back.
+    let kvs = cluster.client(2).get_prefix("/registry/k").await.unwrap();
     assert_eq!(kvs.len(), 20, "every key written before the loss is there");
     assert_eq!(cluster.client(1).get("/registry/k7").await.unwrap().unwrap().value_str(), "v7");
     assert!(cluster.member(1).starts() == 2 && cluster.member(2).starts() == 2);

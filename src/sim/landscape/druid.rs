@@ -307,7 +307,7 @@ async fn observe_status(
         })
         .collect();
     let current = pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32;
-    let ready = pods.items.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| pod_ready(n))).count() as i32;
+    let ready = pods.items.iter().filter(|p| p.metadata.name.as_deref().is_some_and(&pod_ready)).count() as i32;
     let observed_generation = if reconciled_now {
         etcd.metadata.generation
     } else {
