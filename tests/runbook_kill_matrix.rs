@@ -43,11 +43,6 @@ impl AdmissionHook for ConfigMapEdits {
     }
 }
 
-struct Out {
-    status: std::process::ExitStatus,
-    stderr: String,
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_repeating_a_destructive_action() {
     let Some(_) = require_etcd("runbook kill matrix") else { return };
@@ -82,36 +77,7 @@ async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_re
     for (i, step) in steps.iter().enumerate() {
         for phase in KillPhase::ALL {
             let point = format!("{}:{}", i + 1, phase.as_str());
-            let mut cmd = druidctl(&pg, &args);
-            cmd.env("DRUIDCTL_RUNBOOK_LEASE", "1s").env(ABORT_AT_ENV, &point);
-            let mut child = cmd.spawn().unwrap();
-            let mut pipe = child.stdout.take().unwrap();
-            let reader = tokio::spawn(async move {
-                let mut text = String::new();
-                let _ = tokio::io::AsyncReadExt::read_to_string(&mut pipe, &mut text).await;
-                text
-            });
-            let status = match tokio::time::timeout(Duration::from_secs(120), child.wait()).await {
-                Ok(s) => s.unwrap(),
-                Err(_) => {
-                    child.kill().await.unwrap();
-                    panic!(
-                        "the run cut at {point} ({step}) did not end in time; its events:\n{}",
-                        reader.await.unwrap()
-                    );
-                }
-            };
-            let stdout = reader.await.unwrap();
-            let mut stderr = String::new();
-            tokio::io::AsyncReadExt::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).await.unwrap();
-            let out = Out { status, stderr };
-            assert_eq!(
-                out.status.signal(),
-                Some(libc::SIGKILL),
-                "the run cut at {point} ({step}) was killed there, not: {:?}\nstdout: {stdout}\nstderr: {}",
-                out.status,
-                out.stderr
-            );
+            let stdout = cut_at(&pg, &args, &point).await;
             kills += 1;
             for e in events(&stdout) {
                 if e["event"] == "stepStarted" && e["name"] == "DeletePersistentVolumeClaims" {

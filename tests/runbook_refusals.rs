@@ -40,21 +40,7 @@ async fn a_healthy_cluster_refuses_recovery_member_restore_of_a_healthy_member_a
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("intern.kubeconfig");
         std::fs::write(&kubeconfig, server.kubeconfig_yaml(pg.url(), "intern", Some(&ns))).unwrap();
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
-            .args([
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "runbook",
-                "quorum-loss-recovery",
-                "etcd-main",
-                "--yes",
-            ])
-            .env_remove("KUBECONFIG")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (out, stderr) = recovery_as(&kubeconfig).await;
         assert_eq!(out.status.code(), Some(FORBIDDEN), "{stderr}");
         assert!(one_sentence(&stderr).contains("forbidden"), "{stderr}");
     }
@@ -114,21 +100,7 @@ async fn without_a_terminal_and_without_yes_the_recovery_refuses_before_changing
         let dir2 = tempfile::tempdir().unwrap();
         let kubeconfig = dir2.path().join("viewer.kubeconfig");
         std::fs::write(&kubeconfig, server.kubeconfig_yaml(pg.url(), "viewer", Some(&ns))).unwrap();
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
-            .args([
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "runbook",
-                "quorum-loss-recovery",
-                "etcd-main",
-                "--yes",
-            ])
-            .env_remove("KUBECONFIG")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (out, stderr) = recovery_as(&kubeconfig).await;
         assert_eq!(out.status.code(), Some(5), "{stderr}");
         let line = one_sentence(&stderr);
         assert!(line.contains("missing permissions") && line.contains("delete persistentvolumeclaims"), "{line}");
@@ -164,4 +136,20 @@ async fn a_single_member_etcd_refuses_quorum_loss_recovery() {
     assert!(one_sentence(&r.stderr).contains("single member"), "{}", r.stderr);
     assert_eq!(cluster_facts(&pg, &ns).await, before);
     pg.down().await;
+}
+
+/// Runs `runbook quorum-loss-recovery etcd-main --yes` with only `kubeconfig` (no terminal); returns the output
+/// and its stderr.
+async fn recovery_as(kubeconfig: &std::path::Path) -> (std::process::Output, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["runbook", "quorum-loss-recovery", "etcd-main", "--yes"])
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stderr)
 }
