@@ -12,11 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio_rustls::rustls::{DigitallySignedStruct, SignatureScheme};
 
@@ -68,24 +68,9 @@ pub fn serial_of_der(der: &[u8]) -> Option<String> {
     Some(value[start..].iter().map(|b| format!("{b:02X}")).collect())
 }
 
-/// The DER certificates of a PEM bundle, in order.
+/// The DER certificates of a PEM bundle, in order (sections that do not decode are skipped).
 pub fn pem_certificates(pem: &str) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut body: Option<String> = None;
-    for line in pem.lines().map(str::trim) {
-        match (line, &mut body) {
-            ("-----BEGIN CERTIFICATE-----", _) => body = Some(String::new()),
-            ("-----END CERTIFICATE-----", Some(b)) => {
-                if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b.as_bytes()) {
-                    out.push(der);
-                }
-                body = None;
-            }
-            (l, Some(b)) => b.push_str(l),
-            _ => {}
-        }
-    }
-    out
+    CertificateDer::pem_slice_iter(pem.as_bytes()).filter_map(Result::ok).map(|c| c.to_vec()).collect()
 }
 
 /// Serial number of the first certificate of a PEM bundle.

@@ -98,7 +98,7 @@ pub async fn post(client: &Client, etcd: &Etcd, target: &Target, path: &str) -> 
     Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
 }
 
-/// POSTs straight to a sidecar; errors are classified like the proxy's (5xx, 408, 409, 429 and transport errors
+/// POSTs straight to a sidecar; errors are classified like the proxy's ([`StepError::from_http`]; transport errors
 /// are transient).
 async fn post_direct(url: &str) -> Result<String, StepError> {
     use http_body_util::{BodyExt, Full};
@@ -110,11 +110,7 @@ async fn post_direct(url: &str) -> Result<String, StepError> {
     let code = resp.status().as_u16();
     let body = resp.into_body().collect().await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
     let text = String::from_utf8_lossy(&body.to_bytes()).into_owned();
-    match code {
-        200..=299 => Ok(text),
-        c if c >= 500 || matches!(c, 408 | 409 | 429) => Err(StepError::Transient(format!("{action}: {text} ({c})"))),
-        c => Err(StepError::Permanent(format!("{action}: {text} ({c})"))),
-    }
+    if (200..300).contains(&code) { Ok(text) } else { Err(StepError::from_http(&action, code, &text)) }
 }
 
 /// `(renewTime, holderIdentity)` of a lease, as a comparable string; `None` when the lease does not exist.

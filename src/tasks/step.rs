@@ -46,11 +46,17 @@ impl StepError {
     /// Classifies a client error: 5xx, 429, 409, 408 and transport errors are transient.
     pub fn from_kube(action: &str, e: kube::Error) -> StepError {
         match &e {
-            kube::Error::Api(s) if s.code >= 500 || matches!(s.code, 408 | 409 | 429) => {
-                StepError::Transient(format!("{action}: {} ({})", s.message, s.code))
-            }
-            kube::Error::Api(s) => StepError::Permanent(format!("{action}: {} ({})", s.message, s.code)),
+            kube::Error::Api(s) => StepError::from_http(action, s.code, &s.message),
             _ => StepError::Transient(format!("{action}: {e}")),
+        }
+    }
+    /// Classifies an HTTP error answer: 5xx, 408, 409 and 429 are transient, the rest permanent.
+    pub fn from_http(action: &str, code: u16, message: &str) -> StepError {
+        let text = format!("{action}: {message} ({code})");
+        if code >= 500 || matches!(code, 408 | 409 | 429) {
+            StepError::Transient(text)
+        } else {
+            StepError::Permanent(text)
         }
     }
     /// Whether retrying may help.

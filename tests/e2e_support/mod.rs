@@ -144,11 +144,8 @@ async fn install_crds(ext: &ExternalServer) {
     };
     let client = druidctl::kube::connect(&opts).await.expect("connect to the external API server").client;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for mut doc in crd_documents().expect("CRD documents") {
+    for doc in crd_documents().expect("CRD documents") {
         let name = doc["metadata"]["name"].as_str().unwrap().to_string();
-        if let Some(d) = doc.as_object_mut() {
-            d.remove("status");
-        }
         // Tests start concurrently: two applies may race to create the same CRD; the loser tries again.
         let mut attempt = 0;
         while let Err(e) = api.patch(&name, &PatchParams::apply("druidctl-e2e").force(), &Patch::Apply(&doc)).await {

@@ -173,10 +173,19 @@ pub(crate) fn write_kubeconfig(
     Ok(())
 }
 
-/// The CRDs the playground needs: the vendored upstream ones and druidctl's EtcdOperatorTask.
+/// The CRDs the playground needs, the vendored upstream ones and druidctl's EtcdOperatorTask, ready for
+/// server-side apply (no status; of the metadata only name, labels and annotations).
 pub fn crd_documents() -> Result<Vec<Value>, LandscapeError> {
     let mut docs = ApiServer::upstream_crd_documents().map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
     docs.push(serde_json::to_value(crate::api::task::crd()).expect("task CRD serializes"));
+    for doc in &mut docs {
+        if let Some(m) = doc["metadata"].as_object_mut() {
+            m.retain(|k, _| matches!(k.as_str(), "name" | "labels" | "annotations"));
+        }
+        if let Some(d) = doc.as_object_mut() {
+            d.remove("status");
+        }
+    }
     Ok(docs)
 }
 
@@ -189,17 +198,11 @@ pub(crate) async fn install_crds(
 ) -> Result<(), LandscapeError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut created = Vec::new();
-    for mut doc in crd_documents()? {
+    for doc in crd_documents()? {
         let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
         if api.get_opt(&name).await.map_err(|e| LandscapeError::kube(format!("read CRD {name}"), e))?.is_some() {
             record.existing_crds.push(name);
             continue;
-        }
-        if let Some(m) = doc["metadata"].as_object_mut() {
-            m.retain(|k, _| matches!(k.as_str(), "name" | "labels" | "annotations"));
-        }
-        if let Some(d) = doc.as_object_mut() {
-            d.remove("status");
         }
         // Recorded before the request: a CRD that got created although the answer was lost is still removed.
         record.created_crds.push(name.clone());
