@@ -16,7 +16,7 @@ use super::select::certificates_for_etcd;
 use crate::api::Certificate;
 use crate::api::certificate::{CONDITION_ISSUING, REASON_MANUALLY_TRIGGERED};
 use crate::kube::error::{ClusterError, Subject};
-use crate::kube::target::{ObjectKey, Targets};
+use crate::kube::target::{ObjectKey, TargetArgs, Targets, UsageError, WhenUnnamed, resolve};
 
 /// Message `cmctl renew` writes on the `Issuing` condition.
 pub const MANUAL_TRIGGER_MESSAGE: &str = "Certificate re-issuance manually triggered";
@@ -58,6 +58,31 @@ pub enum CertTargets {
     Certificates(Targets),
     /// Every Certificate behind the TLS secrets of this Etcd.
     Etcd(ObjectKey),
+}
+
+/// Resolves certificate targets: `args` (names, `-n`, `-A`, `-l`) against `default_ns`, or with `etcd` the
+/// Certificates behind that Etcd's TLS secrets; `all` lists every Certificate in scope when none is named.
+pub fn resolve_targets(
+    args: &TargetArgs,
+    etcd: Option<&str>,
+    all: bool,
+    default_ns: &str,
+) -> Result<CertTargets, UsageError> {
+    if let Some(e) = etcd {
+        let etcd_args = TargetArgs { names: vec![e.to_string()], ..args.clone() };
+        return match resolve(&etcd_args, default_ns, WhenUnnamed::RequireOneName, "etcd")? {
+            Targets::Named(mut keys) if keys.len() == 1 => Ok(CertTargets::Etcd(keys.remove(0))),
+            _ => Err(UsageError("--etcd takes one etcd name".into())),
+        };
+    }
+    let when = if all { WhenUnnamed::ListAll } else { WhenUnnamed::RequireNameOrSelector };
+    resolve(args, default_ns, when, "certificate").map(CertTargets::Certificates).map_err(|e| {
+        if args.names.is_empty() && !all && args.selector.is_none() {
+            UsageError("name the certificates to renew, or use --etcd ETCD, --all or -l SELECTOR".into())
+        } else {
+            e
+        }
+    })
 }
 
 /// The `cert-manager.io/v1` `certificates` resource.

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use druidctl::kube::annotate::AnnotateError;
-use druidctl::kube::target::validate_dns_subdomain;
 use druidctl::machines::{DeleteOptions, MachineError, MachineTarget, delete as ops};
 use druidctl::output::OutputFormat;
 use druidctl::output::progress::confirm_by_typing;
@@ -28,15 +27,30 @@ pub enum MachineCommand {
     Delete(MachineDeleteArgs),
 }
 
-/// Arguments of `machine delete`.
+/// `MACHINE` or `--node NODE` (shared with `runbook machine-replacement`).
 #[derive(Debug, Args)]
-pub struct MachineDeleteArgs {
+pub struct MachineTargetArgs {
     /// The Machine (in the namespace of -n).
     #[arg(value_name = "MACHINE", required_unless_present = "node", conflicts_with = "node")]
     pub machine: Option<String>,
     /// The Node whose Machine to replace (annotates the Node when its Machine is not readable).
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+}
+
+impl MachineTargetArgs {
+    /// The machine or node named.
+    pub fn target(self) -> MachineTarget {
+        MachineTarget::from_flags(self.machine, self.node).expect("clap requires one")
+    }
+}
+
+/// Arguments of `machine delete`.
+#[derive(Debug, Args)]
+pub struct MachineDeleteArgs {
+    /// The machine or node.
+    #[command(flatten)]
+    pub target: MachineTargetArgs,
     /// Skip the drain (label force-deletion: "True"; can violate PDBs), and allow a deletion that costs an Etcd
     /// its quorum after typing the node's name.
     #[arg(long)]
@@ -67,12 +81,8 @@ fn machine_error(e: MachineError) -> anyhow::Error {
 }
 
 async fn delete(ctx: &mut Context, args: MachineDeleteArgs) -> anyhow::Result<()> {
-    let (target, raw) = match (&args.machine, &args.node) {
-        (Some(m), _) => (MachineTarget::Machine(m.clone()), m),
-        (None, Some(n)) => (MachineTarget::Node(n.clone()), n),
-        (None, None) => unreachable!("clap requires one"),
-    };
-    validate_dns_subdomain(raw).map_err(|e| druidctl::kube::UsageError(format!("invalid name {raw:?}: {e}")))?;
+    let target = args.target.target();
+    target.validate()?;
     if ctx.global.all_namespaces || ctx.global.selector.is_some() {
         return Err(druidctl::kube::UsageError(
             "machine delete takes one machine or node; -A and -l do not apply".into(),
@@ -80,7 +90,7 @@ async fn delete(ctx: &mut Context, args: MachineDeleteArgs) -> anyhow::Result<()
         .into());
     }
     let cluster = ctx.connect().await?;
-    let ns = ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone());
+    let ns = ctx.namespace_or(&cluster.namespace);
     let plan = ops::inspect(&cluster.client, &ns, &target, args.force).await.map_err(machine_error)?;
     let people = matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
     if people {

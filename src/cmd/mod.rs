@@ -208,7 +208,13 @@ impl Context {
         resolve(&self.target_args(names), &cluster.namespace, when, "etcd")
     }
 
-    fn target_args(&self, names: &[String]) -> TargetArgs {
+    /// The namespace of `-n`, else `context_ns` (the context's namespace).
+    pub fn namespace_or(&self, context_ns: &str) -> String {
+        self.global.namespace.clone().unwrap_or_else(|| context_ns.to_string())
+    }
+
+    /// The target flags with these names.
+    pub fn target_args(&self, names: &[String]) -> TargetArgs {
         TargetArgs {
             names: names.to_vec(),
             // `-n` only counts as explicit when given; the context namespace is the default.
@@ -269,41 +275,76 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Outcomes of an annotation command, printable in every format.
-pub struct Outcomes(pub Vec<druidctl::kube::annotate::Outcome>);
+/// One result of an action command: a sentence for people, a document item otherwise.
+pub trait ActionResult: serde::Serialize {
+    /// The sentence for people.
+    fn message(&self) -> &str;
+    /// `kind.group/name`, for `-o name`.
+    fn resource_name(&self) -> String;
+}
 
-impl druidctl::output::Printable for Outcomes {
+impl ActionResult for druidctl::kube::annotate::Outcome {
+    fn message(&self) -> &str {
+        &self.message
+    }
+    fn resource_name(&self) -> String {
+        format!("etcd.druid.gardener.cloud/{}", self.etcd.name)
+    }
+}
+
+/// Results of an action command, printable in every format as a list document of `kind`.
+struct ActionResults<T> {
+    kind: &'static str,
+    items: Vec<T>,
+}
+
+impl<T: ActionResult> druidctl::output::Printable for ActionResults<T> {
     fn table(&self, _wide: bool) -> druidctl::output::Table {
-        // People get one sentence per Etcd; the header-less table keeps the printer in charge.
+        // People get one sentence per result; the header-less table keeps the printer in charge.
         let mut t = druidctl::output::Table::new(&["result"]);
-        for o in &self.0 {
-            t.row(vec![druidctl::output::Cell::plain(&o.message)]);
+        for o in &self.items {
+            t.row(vec![druidctl::output::Cell::plain(o.message())]);
         }
         t
     }
     fn document(&self) -> serde_json::Value {
         serde_json::json!({
             "apiVersion": druidctl::output::status::STATUS_API_VERSION,
-            "kind": "ActionResultList",
-            "items": self.0,
+            "kind": self.kind,
+            "items": self.items,
         })
     }
     fn names(&self) -> Vec<String> {
-        self.0.iter().map(|o| format!("etcd.druid.gardener.cloud/{}", o.etcd.name)).collect()
+        self.items.iter().map(ActionResult::resource_name).collect()
     }
 }
 
-/// Prints outcomes: plain sentences for tables, documents otherwise.
-pub fn print_outcomes(ctx: &mut Context, outcomes: Vec<druidctl::kube::annotate::Outcome>) -> anyhow::Result<()> {
+/// Prints action results: plain sentences for tables, a list document of `kind` otherwise.
+pub fn print_results<T: ActionResult>(ctx: &mut Context, kind: &'static str, items: Vec<T>) -> anyhow::Result<()> {
     use druidctl::output::OutputFormat;
     match ctx.printer.format() {
         OutputFormat::Table | OutputFormat::Wide => {
-            let text: String = outcomes.iter().map(|o| format!("{}\n", o.message)).collect();
+            let text: String = items.iter().map(|o| format!("{}\n", o.message())).collect();
             ctx.printer.text(&text)?;
         }
-        _ => ctx.printer.print(&Outcomes(outcomes))?,
+        _ => ctx.printer.print(&ActionResults { kind, items })?,
     }
     Ok(())
+}
+
+/// Prints the outcomes of an annotation command.
+pub fn print_outcomes(ctx: &mut Context, outcomes: Vec<druidctl::kube::annotate::Outcome>) -> anyhow::Result<()> {
+    print_results(ctx, "ActionResultList", outcomes)
+}
+
+/// "Nothing matched" for targets of `kind` given by `-l`, `-n` or `-A` (`context_ns`: the context's namespace).
+pub fn none_found(ctx: &Context, kind: &str, context_ns: &str) -> druidctl::kube::ClusterError {
+    druidctl::kube::ClusterError::NotFound {
+        kind: kind.into(),
+        name: ctx.global.selector.clone().map(|s| format!("matching -l {s}")).unwrap_or_default(),
+        namespace: if ctx.global.all_namespaces { "(all)".into() } else { ctx.namespace_or(context_ns) },
+        hint: None,
+    }
 }
 
 /// Resolves the targets of a write command to Etcds (a name or `-l` is required).
@@ -313,17 +354,7 @@ pub async fn write_targets(ctx: &Context, names: &[String]) -> anyhow::Result<(C
     let targets = ctx.targets(&cluster, names, WhenUnnamed::RequireNameOrSelector)?;
     let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
     if etcds.is_empty() {
-        return Err(druidctl::kube::ClusterError::NotFound {
-            kind: "etcd".into(),
-            name: ctx.global.selector.clone().map(|s| format!("matching -l {s}")).unwrap_or_default(),
-            namespace: if ctx.global.all_namespaces {
-                "(all)".into()
-            } else {
-                ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone())
-            },
-            hint: None,
-        }
-        .into());
+        return Err(none_found(ctx, "etcd", &cluster.namespace).into());
     }
     Ok((cluster, etcds))
 }

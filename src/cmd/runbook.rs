@@ -102,13 +102,11 @@ pub struct CertRenewalArgs {
 
 /// Arguments of `runbook machine-replacement`.
 #[derive(Debug, Args)]
+#[command(mut_arg("node", |a| a.help("The Node whose Machine to replace")))]
 pub struct MachineReplacementArgs {
-    /// The Machine (in the namespace of -n).
-    #[arg(value_name = "MACHINE", required_unless_present = "node", conflicts_with = "node")]
-    pub machine: Option<String>,
-    /// The Node whose Machine to replace.
-    #[arg(long, value_name = "NODE")]
-    pub node: Option<String>,
+    /// The machine or node.
+    #[command(flatten)]
+    pub target: super::machine::MachineTargetArgs,
     /// Skip the drain (label force-deletion: "True"; PodDisruptionBudgets are not respected).
     #[arg(long)]
     pub force: bool,
@@ -140,7 +138,7 @@ fn etcd_key(ctx: &Context, etcd: &str, default_ns: &str) -> Result<(String, Stri
             }
             Ok((ns.to_string(), name.to_string()))
         }
-        None => Ok((ctx.global.namespace.clone().unwrap_or(default_ns.to_string()), etcd.to_string())),
+        None => Ok((ctx.namespace_or(default_ns), etcd.to_string())),
     }
 }
 
@@ -166,12 +164,8 @@ async fn resolve_machine(
     force: bool,
     etcd: Option<&str>,
 ) -> anyhow::Result<(String, String, String, String)> {
-    let raw = match target {
-        MachineTarget::Machine(m) | MachineTarget::Node(m) => m,
-    };
-    druidctl::kube::target::validate_dns_subdomain(raw)
-        .map_err(|e| druidctl::kube::UsageError(format!("invalid name {raw:?}: {e}")))?;
-    let machine_ns = ctx.global.namespace.clone().unwrap_or(default_ns.to_string());
+    target.validate()?;
+    let machine_ns = ctx.namespace_or(default_ns);
     let config_for = |etcd_ns: &str| {
         let mut c = match target {
             MachineTarget::Machine(m) => format!("machine: {m}\n"),
@@ -278,11 +272,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
         }
         RunbookCommand::CertRenewal(a) => (CERT_RENEWAL, Target::Etcd { etcd: a.etcd, member: None }, a.flags),
         RunbookCommand::MachineReplacement(a) => {
-            let target = match (a.machine, a.node) {
-                (Some(m), _) => MachineTarget::Machine(m),
-                (None, Some(n)) => MachineTarget::Node(n),
-                (None, None) => unreachable!("clap requires one"),
-            };
+            let target = a.target.target();
             (MACHINE_REPLACEMENT, Target::Machine { target, force: a.force, etcd: a.etcd }, a.flags)
         }
     };

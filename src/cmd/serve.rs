@@ -96,11 +96,7 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
         prefer_in_cluster: true,
     })
     .await?;
-    let scope = if ctx.global.all_namespaces {
-        None
-    } else {
-        Some(ctx.global.namespace.clone().unwrap_or(cluster.namespace.clone()))
-    };
+    let scope = if ctx.global.all_namespaces { None } else { Some(ctx.namespace_or(&cluster.namespace)) };
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let mut opts = ReconcilerOptions::new(&identity);
     opts.executor_lease = args.lease_duration;

@@ -165,12 +165,12 @@ fn etcd_target(ctx: &Context, cluster_ns: &str, etcd: &str) -> Result<(String, S
             Ok((ns.to_string(), name.to_string()))
         }
         None if etcd.is_empty() => Err(UsageError("--etcd needs a name".into())),
-        None => Ok((ctx.global.namespace.clone().unwrap_or_else(|| cluster_ns.to_string()), etcd.to_string())),
+        None => Ok((ctx.namespace_or(cluster_ns), etcd.to_string())),
     }
 }
 
 fn namespace(ctx: &Context, cluster: &Cluster) -> String {
-    ctx.global.namespace.clone().unwrap_or_else(|| cluster.namespace.clone())
+    ctx.namespace_or(&cluster.namespace)
 }
 
 /// Turns a task outcome into the error the exit-code table classifies: rejected/refused → 3, timeout → 7,

@@ -16,6 +16,7 @@ use super::impact::{NodeImpact, machine_for_node, node_impact, node_of};
 use crate::api::names::{MACHINE_FORCE_DELETION, NODE_TRIGGER_DELETION_BY_MCM};
 use crate::api::{Etcd, Machine, patch};
 use crate::kube::error::{ClusterError, Subject};
+use crate::kube::target::{UsageError, validate_dns_subdomain};
 
 /// Errors of machine operations.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +36,30 @@ pub enum MachineTarget {
     Machine(String),
     /// Node name.
     Node(String),
+}
+
+impl MachineTarget {
+    /// The target of `MACHINE` / `--node NODE` flags (the machine wins when both are given).
+    pub fn from_flags(machine: Option<String>, node: Option<String>) -> Option<MachineTarget> {
+        match (machine, node) {
+            (Some(m), _) => Some(MachineTarget::Machine(m)),
+            (None, Some(n)) => Some(MachineTarget::Node(n)),
+            (None, None) => None,
+        }
+    }
+
+    /// The machine or node name.
+    pub fn name(&self) -> &str {
+        match self {
+            MachineTarget::Machine(n) | MachineTarget::Node(n) => n,
+        }
+    }
+
+    /// Refuses a name that cannot be a Kubernetes object name, before anything touches the cluster.
+    pub fn validate(&self) -> Result<(), UsageError> {
+        let raw = self.name();
+        validate_dns_subdomain(raw).map_err(|e| UsageError(format!("invalid name {raw:?}: {e}")))
+    }
 }
 
 /// How the deletion is requested.
