@@ -40,6 +40,29 @@ async fn time_lists(api: &Api<ConfigMap>, lp: &ListParams, rounds: usize) -> (Du
     (start.elapsed() / rounds as u32, n / rounds)
 }
 
+/// Waits until all WATCHES watchers are ready, creates FANOUT_EVENTS configmaps numbered from `first`, and
+/// returns how long the writes took and how long until the last watcher had seen them all.
+async fn fan_out(
+    api: &Api<ConfigMap>,
+    first: usize,
+    ready_rx: &mut tokio::sync::mpsc::Receiver<()>,
+    handles: Vec<tokio::task::JoinHandle<Instant>>,
+) -> (Duration, Duration) {
+    for _ in 0..WATCHES {
+        ready_rx.recv().await.unwrap();
+    }
+    let start = Instant::now();
+    for i in 0..FANOUT_EVENTS {
+        api.create(&PostParams::default(), &cm(first + i)).await.unwrap();
+    }
+    let writes = start.elapsed();
+    let mut last = start;
+    for h in handles {
+        last = last.max(h.await.unwrap());
+    }
+    (writes, last - start)
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let server = ApiServer::new();
@@ -97,19 +120,7 @@ async fn main() {
             Instant::now()
         }));
     }
-    for _ in 0..WATCHES {
-        ready_rx.recv().await.unwrap();
-    }
-    let start = Instant::now();
-    for i in 0..FANOUT_EVENTS {
-        api.create(&PostParams::default(), &cm(OBJECTS + i)).await.unwrap();
-    }
-    let writes_done = start.elapsed();
-    let mut last = start;
-    for h in handles {
-        last = last.max(h.await.unwrap());
-    }
-    let total = last - start;
+    let (writes_done, total) = fan_out(&api, OBJECTS, &mut ready_rx, handles).await;
     let deliveries = WATCHES * FANOUT_EVENTS;
     println!(
         "watch fan-out: {FANOUT_EVENTS} creates to {WATCHES} watches ({OBJECTS} objects stored): writes {writes_done:.2?}, all delivered after {total:.2?} ({:.0} deliveries/s)",
@@ -150,19 +161,7 @@ async fn main() {
             Instant::now()
         }));
     }
-    for _ in 0..WATCHES {
-        ready_rx.recv().await.unwrap();
-    }
-    let start = Instant::now();
-    for i in 0..FANOUT_EVENTS {
-        api.create(&PostParams::default(), &cm(OBJECTS + 2 * FANOUT_EVENTS + i)).await.unwrap();
-    }
-    let raw_writes = start.elapsed();
-    let mut last = start;
-    for h in handles {
-        last = last.max(h.await.unwrap());
-    }
-    let raw_total = last - start;
+    let (raw_writes, raw_total) = fan_out(&api, OBJECTS + 2 * FANOUT_EVENTS, &mut ready_rx, handles).await;
     println!(
         "raw watch fan-out (no client decoding): writes {raw_writes:.2?} ({:.2}x no watchers), all delivered after {raw_total:.2?} ({:.0} deliveries/s)",
         raw_writes.as_secs_f64() / base.as_secs_f64(),

@@ -285,45 +285,35 @@ pub fn bootstrap_cluster_roles() -> Vec<(&'static str, Value)> {
         "replicasets/scale",
         "daemonsets"
     ]);
+    // Rules shared by admin/edit (with `write`) and view (with `read`), after the core ones.
+    let workloads = |verbs: &Value| {
+        vec![
+            json!({"apiGroups": ["apps"], "resources": apps, "verbs": verbs}),
+            json!({"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": verbs}),
+            json!({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": verbs}),
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": verbs}),
+        ]
+    };
+    let mut edit = vec![
+        json!({"apiGroups": [""], "resources": common, "verbs": write}),
+        json!({"apiGroups": [""], "resources": ["secrets"], "verbs": write}),
+    ];
+    edit.extend(workloads(&write));
+    let mut admin = edit.clone();
+    admin.extend([
+        json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write}),
+        json!({"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]}),
+    ]);
+    let mut view = vec![json!({"apiGroups": [""], "resources": common, "verbs": read})];
+    view.extend(workloads(&read));
     vec![
         (
             "cluster-admin",
             json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
         ),
-        (
-            "admin",
-            json!([
-                {"apiGroups": [""], "resources": common, "verbs": write},
-                {"apiGroups": [""], "resources": ["secrets"], "verbs": write},
-                {"apiGroups": ["apps"], "resources": apps, "verbs": write},
-                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": write},
-                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": write},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": write},
-                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
-                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
-            ]),
-        ),
-        (
-            "edit",
-            json!([
-                {"apiGroups": [""], "resources": common, "verbs": write},
-                {"apiGroups": [""], "resources": ["secrets"], "verbs": write},
-                {"apiGroups": ["apps"], "resources": apps, "verbs": write},
-                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": write},
-                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": write},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": write},
-            ]),
-        ),
-        (
-            "view",
-            json!([
-                {"apiGroups": [""], "resources": common, "verbs": read},
-                {"apiGroups": ["apps"], "resources": apps, "verbs": read},
-                {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": read},
-                {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": read},
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": read},
-            ]),
-        ),
+        ("admin", Value::Array(admin)),
+        ("edit", Value::Array(edit)),
+        ("view", Value::Array(view)),
         (
             "system:basic-user",
             json!([

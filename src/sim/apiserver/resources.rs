@@ -102,7 +102,7 @@ impl ResourceType {
     }
 }
 
-fn col(name: &str, type_: &str, path: &str, priority: i64) -> PrinterColumn {
+fn col(&(name, type_, path, priority): &Col) -> PrinterColumn {
     PrinterColumn {
         name: name.into(),
         type_: type_.into(),
@@ -113,406 +113,180 @@ fn col(name: &str, type_: &str, path: &str, priority: i64) -> PrinterColumn {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    version: &str,
-    plural: &str,
-    kind: &str,
-    namespaced: bool,
-    short: &[&str],
-    status: bool,
-    scale: bool,
-    columns: Vec<PrinterColumn>,
-) -> ResourceType {
+/// A printer column: (name, OpenAPI type, JSONPath or `@printer` key, priority).
+type Col = (&'static str, &'static str, &'static str, i64);
+
+const AGE: Col = ("Age", "date", ".metadata.creationTimestamp", 0);
+const CREATED_AT: Col = ("Created At", "date", ".metadata.creationTimestamp", 0);
+const NAMESPACE_COLS: &[Col] = &[("Status", "string", ".status.phase", 0), AGE];
+const POD_COLS: &[Col] = &[
+    ("Ready", "string", "@pod.ready", 0),
+    ("Status", "string", "@pod.status", 0),
+    ("Restarts", "string", "@pod.restarts", 0),
+    AGE,
+    ("IP", "string", ".status.podIP", 1),
+    ("Node", "string", ".spec.nodeName", 1),
+];
+const PVC_COLS: &[Col] = &[
+    ("Status", "string", ".status.phase", 0),
+    ("Volume", "string", ".spec.volumeName", 0),
+    ("Capacity", "string", ".status.capacity.storage", 0),
+    ("Access Modes", "string", "@pvc.modes", 0),
+    ("StorageClass", "string", ".spec.storageClassName", 0),
+    ("VolumeAttributesClass", "string", ".spec.volumeAttributesClassName", 0),
+    AGE,
+];
+const PV_COLS: &[Col] =
+    &[("Capacity", "string", ".spec.capacity.storage", 0), ("Status", "string", ".status.phase", 0), AGE];
+const CONFIGMAP_COLS: &[Col] = &[("Data", "integer", "@count.data", 0), AGE];
+const SECRET_COLS: &[Col] = &[("Type", "string", ".type", 0), ("Data", "integer", "@count.data", 0), AGE];
+const SERVICE_COLS: &[Col] = &[
+    ("Type", "string", ".spec.type", 0),
+    ("Cluster-IP", "string", ".spec.clusterIP", 0),
+    ("External-IP", "string", "@svc.external", 0),
+    ("Port(s)", "string", "@svc.ports", 0),
+    AGE,
+    ("Selector", "string", "@svc.selector", 1),
+];
+const ENDPOINTS_COLS: &[Col] = &[("Endpoints", "string", "@ep.addresses", 0), AGE];
+const NODE_COLS: &[Col] = &[
+    ("Status", "string", "@node.status", 0),
+    ("Roles", "string", "@node.roles", 0),
+    AGE,
+    ("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
+];
+const CORE_EVENT_COLS: &[Col] = &[
+    ("Last Seen", "string", "@event.lastseen", 0),
+    ("Type", "string", ".type", 0),
+    ("Reason", "string", ".reason", 0),
+    ("Object", "string", "@event.object", 0),
+    ("Message", "string", ".message", 0),
+];
+const STATEFULSET_COLS: &[Col] = &[
+    ("Ready", "string", "@ready.replicas", 0),
+    AGE,
+    ("Containers", "string", "@containers.names", 1),
+    ("Images", "string", "@containers.images", 1),
+];
+const DEPLOYMENT_COLS: &[Col] = &[
+    ("Ready", "string", "@ready.replicas", 0),
+    ("Up-to-date", "integer", ".status.updatedReplicas", 0),
+    ("Available", "integer", ".status.availableReplicas", 0),
+    AGE,
+];
+const REPLICASET_COLS: &[Col] = &[
+    ("Desired", "integer", ".spec.replicas", 0),
+    ("Current", "integer", ".status.replicas", 0),
+    ("Ready", "integer", ".status.readyReplicas", 0),
+    AGE,
+];
+const JOB_COLS: &[Col] =
+    &[("Status", "string", "@job.status", 0), ("Completions", "string", "@job.completions", 0), AGE];
+const CRONJOB_COLS: &[Col] = &[
+    ("Schedule", "string", ".spec.schedule", 0),
+    ("Suspend", "boolean", ".spec.suspend", 0),
+    ("Last Schedule", "string", ".status.lastScheduleTime", 0),
+    AGE,
+];
+const PDB_COLS: &[Col] = &[
+    ("Min Available", "string", ".spec.minAvailable", 0),
+    ("Max Unavailable", "string", ".spec.maxUnavailable", 0),
+    ("Allowed Disruptions", "integer", ".status.disruptionsAllowed", 0),
+    AGE,
+];
+const LEASE_COLS: &[Col] = &[("Holder", "string", ".spec.holderIdentity", 0), AGE];
+const EVENT_COLS: &[Col] = &[("Reason", "string", ".reason", 0), ("Note", "string", ".note", 0), AGE];
+const BINDING_COLS: &[Col] = &[("Role", "string", "@binding.role", 0), AGE];
+const STORAGECLASS_COLS: &[Col] = &[("Provisioner", "string", ".provisioner", 0), AGE];
+
+/// A built-in kind (all served at `v1`): (group, plural, kind, namespaced, short names, /status, scale, columns).
+type Builtin = (&'static str, &'static str, &'static str, bool, &'static [&'static str], bool, bool, &'static [Col]);
+
+const BUILTINS: &[Builtin] = &[
+    ("", "namespaces", "Namespace", false, &["ns"], true, false, NAMESPACE_COLS),
+    ("", "pods", "Pod", true, &["po"], true, false, POD_COLS),
+    ("", "persistentvolumeclaims", "PersistentVolumeClaim", true, &["pvc"], true, false, PVC_COLS),
+    ("", "persistentvolumes", "PersistentVolume", false, &["pv"], true, false, PV_COLS),
+    ("", "configmaps", "ConfigMap", true, &["cm"], false, false, CONFIGMAP_COLS),
+    ("", "secrets", "Secret", true, &[], false, false, SECRET_COLS),
+    ("", "services", "Service", true, &["svc"], true, false, SERVICE_COLS),
+    ("", "endpoints", "Endpoints", true, &["ep"], false, false, ENDPOINTS_COLS),
+    ("", "nodes", "Node", false, &["no"], true, false, NODE_COLS),
+    ("", "events", "Event", true, &["ev"], false, false, CORE_EVENT_COLS),
+    ("", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false, &[AGE]),
+    ("apps", "statefulsets", "StatefulSet", true, &["sts"], true, true, STATEFULSET_COLS),
+    ("apps", "deployments", "Deployment", true, &["deploy"], true, true, DEPLOYMENT_COLS),
+    ("apps", "replicasets", "ReplicaSet", true, &["rs"], true, true, REPLICASET_COLS),
+    ("apps", "daemonsets", "DaemonSet", true, &["ds"], true, false, &[AGE]),
+    ("batch", "jobs", "Job", true, &[], true, false, JOB_COLS),
+    ("batch", "cronjobs", "CronJob", true, &["cj"], true, false, CRONJOB_COLS),
+    ("policy", "poddisruptionbudgets", "PodDisruptionBudget", true, &["pdb"], true, false, PDB_COLS),
+    ("coordination.k8s.io", "leases", "Lease", true, &[], false, false, LEASE_COLS),
+    ("events.k8s.io", "events", "Event", true, &["ev"], false, false, EVENT_COLS),
+    ("rbac.authorization.k8s.io", "roles", "Role", true, &[], false, false, &[CREATED_AT]),
+    ("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", true, &[], false, false, BINDING_COLS),
+    ("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", false, &[], false, false, &[CREATED_AT]),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", false, &[], false, false, BINDING_COLS),
+    ("storage.k8s.io", "storageclasses", "StorageClass", false, &["sc"], false, false, STORAGECLASS_COLS),
+    (
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        true,
+        false,
+        &[CREATED_AT],
+    ),
+];
+
+/// Review kinds: only `create` is served.
+const REVIEWS: &[(&str, &str, &str)] = &[
+    ("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview"),
+    ("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview"),
+];
+
+fn builtin(&(group, plural, kind, namespaced, short, status, scale, columns): &Builtin) -> ResourceType {
+    let strings = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let (categories, extra_subresources) = match plural {
+        "pods" => (&["all"][..], &["log", "eviction", "proxy"][..]),
+        "services" => (&["all"][..], &["proxy"][..]),
+        "statefulsets" | "deployments" | "replicasets" | "daemonsets" | "jobs" | "cronjobs" => (&["all"][..], &[][..]),
+        _ => (&[][..], &[][..]),
+    };
     ResourceType {
         group: group.into(),
-        versions: vec![version.into()],
+        versions: vec!["v1".into()],
         plural: plural.into(),
         singular: kind.to_lowercase(),
         kind: kind.into(),
         list_kind: format!("{kind}List"),
         namespaced,
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
+        short_names: strings(short),
+        categories: strings(categories),
         status,
         scale: scale.then(|| ScalePaths {
             spec_replicas: ".spec.replicas".into(),
             status_replicas: ".status.replicas".into(),
             label_selector: None,
         }),
-        columns,
+        columns: columns.iter().map(col).collect(),
         validators: BTreeMap::new(),
         crd: false,
         create_only: false,
-        extra_subresources: Vec::new(),
+        extra_subresources: strings(extra_subresources),
     }
 }
 
 /// All built-in resource types.
 pub fn builtin_types() -> Vec<ResourceType> {
-    let age = || col("Age", "date", ".metadata.creationTimestamp", 0);
-    let mut v = vec![
-        builtin(
-            "",
-            "v1",
-            "namespaces",
-            "Namespace",
-            false,
-            &["ns"],
-            true,
-            false,
-            vec![col("Status", "string", ".status.phase", 0), age()],
-        ),
-        builtin(
-            "",
-            "v1",
-            "pods",
-            "Pod",
-            true,
-            &["po"],
-            true,
-            false,
-            vec![
-                col("Ready", "string", "@pod.ready", 0),
-                col("Status", "string", "@pod.status", 0),
-                col("Restarts", "string", "@pod.restarts", 0),
-                age(),
-                col("IP", "string", ".status.podIP", 1),
-                col("Node", "string", ".spec.nodeName", 1),
-            ],
-        ),
-        builtin(
-            "",
-            "v1",
-            "persistentvolumeclaims",
-            "PersistentVolumeClaim",
-            true,
-            &["pvc"],
-            true,
-            false,
-            vec![
-                col("Status", "string", ".status.phase", 0),
-                col("Volume", "string", ".spec.volumeName", 0),
-                col("Capacity", "string", ".status.capacity.storage", 0),
-                col("Access Modes", "string", "@pvc.modes", 0),
-                col("StorageClass", "string", ".spec.storageClassName", 0),
-                col("VolumeAttributesClass", "string", ".spec.volumeAttributesClassName", 0),
-                age(),
-            ],
-        ),
-        builtin(
-            "",
-            "v1",
-            "persistentvolumes",
-            "PersistentVolume",
-            false,
-            &["pv"],
-            true,
-            false,
-            vec![
-                col("Capacity", "string", ".spec.capacity.storage", 0),
-                col("Status", "string", ".status.phase", 0),
-                age(),
-            ],
-        ),
-        builtin(
-            "",
-            "v1",
-            "configmaps",
-            "ConfigMap",
-            true,
-            &["cm"],
-            false,
-            false,
-            vec![col("Data", "integer", "@count.data", 0), age()],
-        ),
-        builtin(
-            "",
-            "v1",
-            "secrets",
-            "Secret",
-            true,
-            &[],
-            false,
-            false,
-            vec![col("Type", "string", ".type", 0), col("Data", "integer", "@count.data", 0), age()],
-        ),
-        builtin(
-            "",
-            "v1",
-            "services",
-            "Service",
-            true,
-            &["svc"],
-            true,
-            false,
-            vec![
-                col("Type", "string", ".spec.type", 0),
-                col("Cluster-IP", "string", ".spec.clusterIP", 0),
-                col("External-IP", "string", "@svc.external", 0),
-                col("Port(s)", "string", "@svc.ports", 0),
-                age(),
-                col("Selector", "string", "@svc.selector", 1),
-            ],
-        ),
-        builtin(
-            "",
-            "v1",
-            "endpoints",
-            "Endpoints",
-            true,
-            &["ep"],
-            false,
-            false,
-            vec![col("Endpoints", "string", "@ep.addresses", 0), age()],
-        ),
-        builtin(
-            "",
-            "v1",
-            "nodes",
-            "Node",
-            false,
-            &["no"],
-            true,
-            false,
-            vec![
-                col("Status", "string", "@node.status", 0),
-                col("Roles", "string", "@node.roles", 0),
-                age(),
-                col("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
-            ],
-        ),
-        builtin(
-            "",
-            "v1",
-            "events",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            false,
-            vec![
-                col("Last Seen", "string", "@event.lastseen", 0),
-                col("Type", "string", ".type", 0),
-                col("Reason", "string", ".reason", 0),
-                col("Object", "string", "@event.object", 0),
-                col("Message", "string", ".message", 0),
-            ],
-        ),
-        builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false, vec![age()]),
-        builtin(
-            "apps",
-            "v1",
-            "statefulsets",
-            "StatefulSet",
-            true,
-            &["sts"],
-            true,
-            true,
-            vec![
-                col("Ready", "string", "@ready.replicas", 0),
-                age(),
-                col("Containers", "string", "@containers.names", 1),
-                col("Images", "string", "@containers.images", 1),
-            ],
-        ),
-        builtin(
-            "apps",
-            "v1",
-            "deployments",
-            "Deployment",
-            true,
-            &["deploy"],
-            true,
-            true,
-            vec![
-                col("Ready", "string", "@ready.replicas", 0),
-                col("Up-to-date", "integer", ".status.updatedReplicas", 0),
-                col("Available", "integer", ".status.availableReplicas", 0),
-                age(),
-            ],
-        ),
-        builtin(
-            "apps",
-            "v1",
-            "replicasets",
-            "ReplicaSet",
-            true,
-            &["rs"],
-            true,
-            true,
-            vec![
-                col("Desired", "integer", ".spec.replicas", 0),
-                col("Current", "integer", ".status.replicas", 0),
-                col("Ready", "integer", ".status.readyReplicas", 0),
-                age(),
-            ],
-        ),
-        builtin("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"], true, false, vec![age()]),
-        builtin(
-            "batch",
-            "v1",
-            "jobs",
-            "Job",
-            true,
-            &[],
-            true,
-            false,
-            vec![col("Status", "string", "@job.status", 0), col("Completions", "string", "@job.completions", 0), age()],
-        ),
-        builtin(
-            "batch",
-            "v1",
-            "cronjobs",
-            "CronJob",
-            true,
-            &["cj"],
-            true,
-            false,
-            vec![
-                col("Schedule", "string", ".spec.schedule", 0),
-                col("Suspend", "boolean", ".spec.suspend", 0),
-                col("Last Schedule", "string", ".status.lastScheduleTime", 0),
-                age(),
-            ],
-        ),
-        builtin(
-            "policy",
-            "v1",
-            "poddisruptionbudgets",
-            "PodDisruptionBudget",
-            true,
-            &["pdb"],
-            true,
-            false,
-            vec![
-                col("Min Available", "string", ".spec.minAvailable", 0),
-                col("Max Unavailable", "string", ".spec.maxUnavailable", 0),
-                col("Allowed Disruptions", "integer", ".status.disruptionsAllowed", 0),
-                age(),
-            ],
-        ),
-        builtin(
-            "coordination.k8s.io",
-            "v1",
-            "leases",
-            "Lease",
-            true,
-            &[],
-            false,
-            false,
-            vec![col("Holder", "string", ".spec.holderIdentity", 0), age()],
-        ),
-        builtin(
-            "events.k8s.io",
-            "v1",
-            "events",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            false,
-            vec![col("Reason", "string", ".reason", 0), col("Note", "string", ".note", 0), age()],
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "roles",
-            "Role",
-            true,
-            &[],
-            false,
-            false,
-            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)],
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "rolebindings",
-            "RoleBinding",
-            true,
-            &[],
-            false,
-            false,
-            vec![col("Role", "string", "@binding.role", 0), age()],
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "clusterroles",
-            "ClusterRole",
-            false,
-            &[],
-            false,
-            false,
-            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)],
-        ),
-        builtin(
-            "rbac.authorization.k8s.io",
-            "v1",
-            "clusterrolebindings",
-            "ClusterRoleBinding",
-            false,
-            &[],
-            false,
-            false,
-            vec![col("Role", "string", "@binding.role", 0), age()],
-        ),
-        builtin(
-            "storage.k8s.io",
-            "v1",
-            "storageclasses",
-            "StorageClass",
-            false,
-            &["sc"],
-            false,
-            false,
-            vec![col("Provisioner", "string", ".provisioner", 0), age()],
-        ),
-        builtin(
-            "apiextensions.k8s.io",
-            "v1",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-            false,
-            &["crd", "crds"],
-            true,
-            false,
-            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)],
-        ),
-    ];
-    for (g, plural, kind) in [
-        ("authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
-        ("authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview"),
-        ("authorization.k8s.io", "selfsubjectrulesreviews", "SelfSubjectRulesReview"),
-        ("authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview"),
-    ] {
-        let mut r = builtin(g, "v1", plural, kind, false, &[], false, false, vec![]);
-        r.create_only = true;
-        v.push(r);
-    }
-    for r in v.iter_mut() {
-        match r.plural.as_str() {
-            "pods" => {
-                r.categories = vec!["all".into()];
-                r.extra_subresources = vec!["log".into(), "eviction".into(), "proxy".into()];
-            }
-            "services" => {
-                r.categories = vec!["all".into()];
-                r.extra_subresources = vec!["proxy".into()];
-            }
-            "statefulsets" | "deployments" | "replicasets" | "daemonsets" | "jobs" | "cronjobs" => {
-                r.categories = vec!["all".into()];
-            }
-            "endpoints" => r.singular = "endpoints".into(),
-            _ => {}
-        }
-        if r.kind == "Endpoints" {
-            r.list_kind = "EndpointsList".into();
-        }
-    }
-    v
+    let reviews = REVIEWS.iter().map(|&(group, plural, kind)| ResourceType {
+        create_only: true,
+        ..builtin(&(group, plural, kind, false, &[], false, false, &[]))
+    });
+    BUILTINS.iter().map(builtin).chain(reviews).collect()
 }
 
 /// Minimal server-side defaults for built-in kinds that clients rely on.

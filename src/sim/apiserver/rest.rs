@@ -864,18 +864,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             && !uid.is_empty()
             && uid != cur_uid
         {
-            return Err(ApiError::conflict_msg(
-                &ctx.rname(),
-                name,
-                format!(
-                    "Operation cannot be fulfilled on {} \"{}\": Precondition failed: UID in precondition: {}, UID in object meta: {}",
-                    ctx.rname().qualified(),
-                    name,
-                    uid,
-                    cur_uid
-                ),
-                vec![],
-            ));
+            return Err(precondition_failed(ctx, name, "UID", uid, cur_uid));
         }
         if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
             && n != name
@@ -1055,6 +1044,16 @@ pub struct DeleteOpts {
     pub rv: Option<String>,
 }
 
+/// `409 Conflict` for a `field` (UID or ResourceVersion) precondition that does not match the stored object.
+fn precondition_failed(ctx: &Ctx, name: &str, field: &str, want: &str, have: &str) -> ApiError {
+    let rname = ctx.rname();
+    let msg = format!(
+        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {field} in precondition: {want}, {field} in object meta: {have}",
+        rname.qualified()
+    );
+    ApiError::conflict_msg(&rname, name, msg, vec![])
+}
+
 /// Deletes an object: with finalizers it is only marked (deletionTimestamp); otherwise removed and its
 /// dependents garbage-collected.
 pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiError> {
@@ -1066,35 +1065,13 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     if let Some(uid) = &opts.uid {
         let have = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
         if uid != have {
-            return Err(ApiError::conflict_msg(
-                &ctx.rname(),
-                name,
-                format!(
-                    "Operation cannot be fulfilled on {} \"{}\": Precondition failed: UID in precondition: {}, UID in object meta: {}",
-                    ctx.rname().qualified(),
-                    name,
-                    uid,
-                    have
-                ),
-                vec![],
-            ));
+            return Err(precondition_failed(ctx, name, "UID", uid, have));
         }
     }
     if let Some(rv) = &opts.rv {
         let have = cur.pointer("/metadata/resourceVersion").and_then(|u| u.as_str()).unwrap_or_default();
         if rv != have {
-            return Err(ApiError::conflict_msg(
-                &ctx.rname(),
-                name,
-                format!(
-                    "Operation cannot be fulfilled on {} \"{}\": Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {}",
-                    ctx.rname().qualified(),
-                    name,
-                    rv,
-                    have
-                ),
-                vec![],
-            ));
+            return Err(precondition_failed(ctx, name, "ResourceVersion", rv, have));
         }
     }
     admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
@@ -1489,17 +1466,7 @@ impl ApiServer {
     ) -> Result<Value, ApiError> {
         let rt = self.inner.state.lock().unwrap().resource(group, plural).ok_or_else(ApiError::no_route)?;
         let user = UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()] };
-        let ctx = Ctx {
-            server: self,
-            user: &user,
-            version: rt.preferred().to_string(),
-            rt,
-            ns: ns.map(String::from),
-            dry_run: false,
-            manager: "kube-apiserver".into(),
-            strict: false,
-        };
-        create(&ctx, obj, None)
+        create(&self.system_ctx(&user, rt, ns, "kube-apiserver"), obj, None)
     }
 
     /// Internal system context for (group, plural).
@@ -1515,17 +1482,21 @@ impl ApiServer {
             name: "system:serviceaccount:kube-system:generic-garbage-collector".into(),
             groups: vec!["system:masters".into()],
         };
-        let ctx = Ctx {
+        Some(f(&self.system_ctx(&user, rt, ns, "kube-controller-manager")))
+    }
+
+    /// A context at the preferred version for server-internal requests by `user`, managed by `manager`.
+    fn system_ctx<'a>(&'a self, user: &'a UserInfo, rt: Arc<ResourceType>, ns: Option<&str>, manager: &str) -> Ctx<'a> {
+        Ctx {
             server: self,
-            user: &user,
+            user,
             version: rt.preferred().to_string(),
             rt,
             ns: ns.map(String::from),
             dry_run: false,
-            manager: "kube-controller-manager".into(),
+            manager: manager.into(),
             strict: false,
-        };
-        Some(f(&ctx))
+        }
     }
 }
 
