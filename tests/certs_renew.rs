@@ -1,85 +1,44 @@
 //! `renew` and `cert status` end to end: the real binary against the embedded API server (real CRDs) with the
 //! cert-manager actor issuing real key pairs, or failing on demand.
 
+mod certs_machines_support;
 mod cli_support;
 
 use std::time::Duration;
 
-use cli_support::{bin, run_with};
+use certs_machines_support::{
+    Cli, FAILED, NOT_FOUND, NS, USAGE, admin_writes, create_certificate, create_etcd, etcd_tls_spec,
+    server_with_namespace, start_cert_manager, text,
+};
 use druidctl::api::Certificate;
-use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
-use druidctl::sim::landscape::certmanager::{CertManager, CertManagerOptions};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::{Value, json};
-
-const NS: &str = "shoot--a";
-const USAGE: i32 = 2;
-const NOT_FOUND: i32 = 6;
-const FAILED: i32 = 1;
+use druidctl::sim::apiserver::ApiServer;
+use druidctl::sim::landscape::certmanager::CertManager;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use serde_json::Value;
 
 struct Fx {
     server: ApiServer,
-    _endpoint: HttpEndpoint,
-    dir: tempfile::TempDir,
-    kubeconfig: std::path::PathBuf,
+    cli: Cli,
     cm: CertManager,
 }
 
 impl Fx {
     async fn start() -> Fx {
-        let server = ApiServer::new();
-        server.register_upstream_crds().expect("CRDs");
+        let server = server_with_namespace().await;
         let client = server.client();
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
-        let tls = |server_secret: &str, client_secret: Option<&str>| {
-            let mut v = json!({"tlsCASecretRef": {"name": "ca-etcd"}, "serverTLSSecretRef": {"name": server_secret}});
-            if let Some(c) = client_secret {
-                v["clientTLSSecretRef"] = json!({"name": c});
-            }
-            v
-        };
-        let etcd = json!({
-            "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
-            "metadata": {"name": "etcd-main", "namespace": NS},
-            "spec": {"replicas": 3, "labels": {"app": "etcd-statefulset"},
-                     "etcd": {"clientUrlTls": tls("etcd-server-tls", Some("etcd-client-tls")), "peerUrlTls": tls("etcd-peer-tls", None)},
-                     "backup": {}}
-        });
-        let etcd_ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"),
-            "etcds",
-        );
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &etcd_ar);
-        api.create(&PostParams::default(), &serde_json::from_value(etcd).unwrap()).await.expect("etcd");
-        let certs: Api<Certificate> = Api::namespaced(client.clone(), NS);
+        create_etcd(&client, etcd_tls_spec()).await;
         for (name, secret) in [
             ("etcd-server", "etcd-server-tls"),
             ("etcd-client", "etcd-client-tls"),
             ("etcd-peer", "etcd-peer-tls"),
             ("ingress", "ingress-tls"),
         ] {
-            let c: Certificate = serde_json::from_value(json!({
-                "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {"secretName": secret, "issuerRef": {"name": "etcd-ca", "kind": "Issuer"},
-                         "commonName": name, "dnsNames": [format!("{name}.{NS}.svc")], "duration": "720h"}
-            }))
-            .unwrap();
-            certs.create(&PostParams::default(), &c).await.expect("certificate");
+            create_certificate(&client, name, secret).await;
         }
-        server.add_user("cert-manager", &["system:masters"]);
-        let cm = CertManager::start(
-            server.client_for("cert-manager"),
-            CertManagerOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100) },
-        );
-        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.expect("serve");
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("config");
-        std::fs::write(&kubeconfig, server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
-        let fx = Fx { server, _endpoint: endpoint, dir, kubeconfig, cm };
+        let cm = start_cert_manager(&server);
+        let cli = Cli::serve(&server).await;
+        let fx = Fx { server, cli, cm };
         for name in ["etcd-server", "etcd-client", "etcd-peer", "ingress"] {
             fx.wait_revision(name, 1).await;
         }
@@ -88,7 +47,7 @@ impl Fx {
     }
 
     async fn run(&self, args: &[&str]) -> std::process::Output {
-        run_with(bin(), args, &[("KUBECONFIG", self.kubeconfig.to_str().unwrap())], self.dir.path()).await
+        self.cli.run(args).await
     }
 
     async fn cert(&self, name: &str) -> Certificate {
@@ -113,18 +72,8 @@ impl Fx {
 
     /// Writes druidctl (user admin) made, leaving out the actor's own.
     fn admin_writes(&self) -> Vec<String> {
-        self.server
-            .request_log()
-            .records()
-            .into_iter()
-            .filter(|r| r.user == "admin" && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
-            .map(|r| format!("{} {}", r.verb, r.path.split('?').next().unwrap_or_default()))
-            .collect()
+        admin_writes(&self.server)
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

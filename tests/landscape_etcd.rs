@@ -2,11 +2,14 @@
 //! learners, and no leaked processes. Needs the `etcd` binary (skips without it unless
 //! `DRUIDCTL_REQUIRE_ETCD=1`, which makes these tests fail instead).
 
+mod etcd_support;
+
 use std::time::Duration;
 
 use druidctl::sim::etcd::process::{etcd_children_of_this_process, live_member_pids};
 use druidctl::sim::etcd::snapshot::restore_snapshot;
 use druidctl::sim::etcd::{LocalCluster, LocalClusterOptions, MemberConfig, MemberProcess, require_etcd};
+use etcd_support::{assert_compacted_history_takes_a_full_snapshot, restore_fresh_member};
 
 async fn three_members(dir: &std::path::Path, binary: &druidctl::sim::etcd::EtcdBinary) -> LocalCluster {
     LocalCluster::start(binary, dir, 3, LocalClusterOptions::default()).await.expect("3-member cluster starts")
@@ -257,7 +260,6 @@ fn a_killed_supervisor_leaves_no_etcd_behind() {
 async fn delta_snapshots_replay_deletes_into_a_fresh_member() {
     use druidctl::sim::etcd::EtcdBackend;
     use druidctl::sim::etcd::cluster::retry_transient;
-    use druidctl::sim::etcd::snapshot::restore_snapshot_with;
     use druidctl::sim::landscape::backup::{ObjectStore, SnapshotKind};
     let Some(binary) = require_etcd("delta snapshots replay deletes") else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -279,10 +281,7 @@ async fn delta_snapshots_replay_deletes_into_a_fresh_member() {
     assert_eq!((&f, &deltas), (&full, &vec![delta]));
     m.kill();
 
-    let cfg = MemberConfig::new("restored-0", dir.join("r/data"), dir.join("r.log"));
-    restore_snapshot_with(&backend, &store.path(&f), &cfg).await.unwrap();
-    let r = MemberProcess::spawn_with(&backend, cfg).unwrap();
-    r.wait_serving(Duration::from_secs(20)).await.unwrap();
+    let r = restore_fresh_member(&backend, &store, &f, dir).await;
     let rc = r.client();
     let gone = retry_transient(Duration::from_secs(20), || rc.get("/gone")).await.unwrap();
     assert_eq!(gone.unwrap().value_str(), "2", "the full snapshot still has the key");
@@ -293,14 +292,7 @@ async fn delta_snapshots_replay_deletes_into_a_fresh_member() {
     assert_eq!(rc.get("/new").await.unwrap().unwrap().value_str(), "3");
     assert_eq!(rc.get("/keep").await.unwrap().unwrap().value_str(), "1");
 
-    // History compacted past the last snapshot: a full snapshot is taken instead of a delta.
-    let store2 = ObjectStore::new(dir.join("store2"));
-    store2.take_full(&rc).await.unwrap();
-    rc.put("/x", "1").await.unwrap();
-    let rev = rc.put("/y", "2").await.unwrap();
-    rc.compact(rev).await.unwrap();
-    let instead = store2.take_delta(&rc).await.unwrap().unwrap();
-    assert_eq!((instead.kind, instead.last_revision), (SnapshotKind::Full, rev));
+    assert_compacted_history_takes_a_full_snapshot(&rc, dir).await;
 }
 
 /// After a restore the member's history can start below the revisions of the store's newest snapshots (here: a

@@ -1,111 +1,52 @@
 //! `machine delete` end to end: the real binary against the embedded API server (real CRDs) with the MCM actor
 //! running a MachineSet of three machines, each node hosting one member of a three-member Etcd.
 
+mod certs_machines_support;
 mod cli_support;
 
 use std::time::Duration;
 
-use cli_support::{bin, run_with};
+use certs_machines_support::{
+    Cli, NOT_FOUND, NS, REJECTED, USAGE, admin_writes, create_etcd, hosts, member_pod, server_with_namespace,
+    set_member_ready, start_machine_set, text, wait_machines_up,
+};
 use druidctl::api::Machine;
-use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
-use druidctl::sim::landscape::mcm::{Mcm, McmOptions, machine_set};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use druidctl::machines::delete::node_ready as ready;
+use druidctl::sim::apiserver::ApiServer;
+use druidctl::sim::landscape::mcm::Mcm;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-const NS: &str = "shoot--a";
-const USAGE: i32 = 2;
-const REJECTED: i32 = 3;
-const NOT_FOUND: i32 = 6;
 
 struct Fx {
     server: ApiServer,
-    _endpoint: HttpEndpoint,
-    dir: tempfile::TempDir,
-    kubeconfig: std::path::PathBuf,
+    cli: Cli,
     _mcm: Mcm,
     /// (machine, node) hosting etcd-main-0, -1, -2.
     hosts: Vec<(String, String)>,
 }
 
-fn ready(n: &Node) -> bool {
-    druidctl::machines::delete::node_ready(n)
-}
-
 impl Fx {
     async fn start() -> Fx {
-        let server = ApiServer::new();
-        server.register_upstream_crds().expect("CRDs");
+        let server = server_with_namespace().await;
         let client = server.client();
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
-        let ms_ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "MachineSet"),
-            "machinesets",
-        );
-        Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ms_ar)
-            .create(&PostParams::default(), &serde_json::from_value(machine_set(NS, "worker", 3)).unwrap())
-            .await
-            .expect("machineset");
-        server.add_user("mcm", &["system:masters"]);
-        let mcm = Mcm::start(
-            server.client_for("mcm"),
-            McmOptions {
-                namespace: Some(NS.into()),
-                tick: Duration::from_millis(100),
-                node_ready_after: Duration::from_millis(300),
-            },
-        );
+        let mcm = start_machine_set(&server).await;
         let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
         let nodes: Api<Node> = Api::all(client.clone());
-        let mut up = false;
-        for _ in 0..300 {
-            let ms = machines.list(&ListParams::default()).await.unwrap().items;
-            let ns = nodes.list(&ListParams::default()).await.unwrap().items;
-            if ms.len() == 3 && ms.iter().all(|m| m.node_name().is_some()) && ns.len() == 3 && ns.iter().all(ready) {
-                up = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let up = wait_machines_up(&client).await;
         assert!(
             up,
             "machines never came up: {:#?} {:#?}",
             machines.list(&ListParams::default()).await.unwrap().items,
             nodes.list(&ListParams::default()).await.unwrap().items
         );
-        let mut hosts: Vec<(String, String)> = machines
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|m| (m.metadata.name.clone().unwrap(), m.node_name().unwrap().to_string()))
-            .collect();
-        hosts.sort();
+        let hosts = hosts(&client).await;
 
-        let etcd_ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"),
-            "etcds",
-        );
-        let etcd = json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
-            "metadata": {"name": "etcd-main", "namespace": NS},
-            "spec": {"replicas": 3, "labels": {"app": "etcd-statefulset"}, "etcd": {}, "backup": {}}});
-        Api::<DynamicObject>::namespaced_with(client.clone(), NS, &etcd_ar)
-            .create(&PostParams::default(), &serde_json::from_value(etcd).unwrap())
-            .await
-            .expect("etcd");
+        create_etcd(&client, json!({})).await;
         let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
         for (i, (_, node)) in hosts.iter().enumerate() {
-            let pod: Pod = serde_json::from_value(json!({
-                "metadata": {"name": format!("etcd-main-{i}"), "namespace": NS,
-                             "labels": {"app.kubernetes.io/part-of": "etcd-main", "app.kubernetes.io/managed-by": "etcd-druid"}},
-                "spec": {"nodeName": node, "containers": [{"name": "etcd", "image": "etcd"}]}
-            }))
-            .unwrap();
-            pods.create(&PostParams::default(), &pod).await.expect("pod");
+            pods.create(&PostParams::default(), &member_pod(i, node)).await.expect("pod");
         }
         for i in 0..3 {
             set_member_ready(&client, i, true).await;
@@ -125,16 +66,13 @@ impl Fx {
         )
         .await
         .expect("pdb status");
-        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.expect("serve");
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("config");
-        std::fs::write(&kubeconfig, server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
+        let cli = Cli::serve(&server).await;
         server.request_log().clear();
-        Fx { server, _endpoint: endpoint, dir, kubeconfig, _mcm: mcm, hosts }
+        Fx { server, cli, _mcm: mcm, hosts }
     }
 
     async fn run(&self, args: &[&str]) -> std::process::Output {
-        run_with(bin(), args, &[("KUBECONFIG", self.kubeconfig.to_str().unwrap())], self.dir.path()).await
+        self.cli.run(args).await
     }
 
     async fn nodes(&self) -> Vec<Node> {
@@ -146,27 +84,8 @@ impl Fx {
     }
 
     fn admin_writes(&self) -> Vec<String> {
-        self.server
-            .request_log()
-            .records()
-            .into_iter()
-            .filter(|r| r.user == "admin" && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
-            .map(|r| format!("{} {}", r.verb, r.path.split('?').next().unwrap_or_default()))
-            .collect()
+        admin_writes(&self.server)
     }
-}
-
-async fn set_member_ready(client: &kube::Client, i: usize, ready: bool) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let status = json!({"status": {"phase": "Running",
-        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
-    pods.patch_status(&format!("etcd-main-{i}"), &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .expect("pod status");
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,32 +4,35 @@
 //! The member pods here have no TLS endpoint, so the served-certificate check reports them as not verified;
 //! `runbook_certs_playground` checks real served certificates.
 
+mod certs_machines_support;
 mod cli_support;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cli_support::{bin, run_with};
+use certs_machines_support::{
+    Cli, FAILED, NOT_FOUND, NS, REJECTED, admin_writes, create_certificate, create_etcd, etcd_tls_spec, hosts,
+    machine_set_resource, member_pod, server_with_namespace, set_member_ready, start_cert_manager, start_machine_set,
+    text, wait_machines_up,
+};
+use cli_support::{bin, etcd_resource};
 use druidctl::api::{Certificate, Machine};
-use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
-use druidctl::sim::landscape::certmanager::{CertManager, CertManagerOptions};
-use druidctl::sim::landscape::mcm::{Mcm, McmOptions, machine_set};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use druidctl::machines::delete::node_ready;
+use druidctl::sim::apiserver::ApiServer;
+use druidctl::sim::landscape::certmanager::CertManager;
+use druidctl::sim::landscape::mcm::Mcm;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-const NS: &str = "shoot--a";
-const NOT_FOUND: i32 = 6;
-const FAILED: i32 = 1;
-const REJECTED: i32 = 3;
 const CERTS: [&str; 3] = ["etcd-server", "etcd-client", "etcd-peer"];
 
 struct Fx {
     server: ApiServer,
-    _endpoint: HttpEndpoint,
-    dir: tempfile::TempDir,
-    kubeconfig: std::path::PathBuf,
+    cli: Cli,
     _mcm: Mcm,
     cm: CertManager,
     kubelet: CancellationToken,
@@ -43,23 +46,9 @@ impl Drop for Fx {
     }
 }
 
-fn node_ready(n: &Node) -> bool {
-    druidctl::machines::delete::node_ready(n)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
-}
-
 async fn create_member(client: &kube::Client, i: usize, node: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": format!("etcd-main-{i}"), "namespace": NS,
-                     "labels": {"app.kubernetes.io/part-of": "etcd-main", "app.kubernetes.io/managed-by": "etcd-druid"}},
-        "spec": {"nodeName": node, "containers": [{"name": "etcd", "image": "etcd"}]}
-    }))
-    .unwrap();
-    if pods.create(&PostParams::default(), &pod).await.is_err() {
+    if pods.create(&PostParams::default(), &member_pod(i, node)).await.is_err() {
         return;
     }
     let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
@@ -129,73 +118,14 @@ fn start_kubelet(client: kube::Client, stop: CancellationToken) {
 
 impl Fx {
     async fn start() -> Fx {
-        let server = ApiServer::new();
-        server.register_upstream_crds().expect("CRDs");
+        let server = server_with_namespace().await;
         server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).expect("task CRD");
         let client = server.client();
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
-        let ms_ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "MachineSet"),
-            "machinesets",
-        );
-        Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ms_ar)
-            .create(&PostParams::default(), &serde_json::from_value(machine_set(NS, "worker", 3)).unwrap())
-            .await
-            .expect("machineset");
-        server.add_user("mcm", &["system:masters"]);
-        let mcm = Mcm::start(
-            server.client_for("mcm"),
-            McmOptions {
-                namespace: Some(NS.into()),
-                tick: Duration::from_millis(100),
-                node_ready_after: Duration::from_millis(300),
-            },
-        );
-        let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
-        let nodes: Api<Node> = Api::all(client.clone());
-        let mut up = false;
-        for _ in 0..300 {
-            let ms = machines.list(&ListParams::default()).await.unwrap().items;
-            let ns = nodes.list(&ListParams::default()).await.unwrap().items;
-            if ms.len() == 3 && ms.iter().all(|m| m.node_name().is_some()) && ns.len() == 3 && ns.iter().all(node_ready)
-            {
-                up = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(up, "machines never came up");
-        let mut hosts: Vec<(String, String)> = machines
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|m| (m.metadata.name.clone().unwrap(), m.node_name().unwrap().to_string()))
-            .collect();
-        hosts.sort();
+        let mcm = start_machine_set(&server).await;
+        assert!(wait_machines_up(&client).await, "machines never came up");
+        let hosts = hosts(&client).await;
 
-        let tls = |server_secret: &str, client_secret: Option<&str>| {
-            let mut v = json!({"tlsCASecretRef": {"name": "ca-etcd"}, "serverTLSSecretRef": {"name": server_secret}});
-            if let Some(c) = client_secret {
-                v["clientTLSSecretRef"] = json!({"name": c});
-            }
-            v
-        };
-        let etcd_ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"),
-            "etcds",
-        );
-        let etcd = json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
-            "metadata": {"name": "etcd-main", "namespace": NS},
-            "spec": {"replicas": 3, "labels": {"app": "etcd-statefulset"},
-                     "etcd": {"clientUrlTls": tls("etcd-server-tls", Some("etcd-client-tls")), "peerUrlTls": tls("etcd-peer-tls", None)},
-                     "backup": {}}});
-        Api::<DynamicObject>::namespaced_with(client.clone(), NS, &etcd_ar)
-            .create(&PostParams::default(), &serde_json::from_value(etcd).unwrap())
-            .await
-            .expect("etcd");
+        create_etcd(&client, etcd_tls_spec()).await;
         // What etcd-druid reports: every member Ready, etcd-main-1 the leader.
         let now = jiff::Timestamp::now().to_string();
         let members: Vec<serde_json::Value> = (0..3)
@@ -204,37 +134,22 @@ impl Fx {
                             "status": "Ready", "reason": "LeaseSucceeded", "lastTransitionTime": now})
             })
             .collect();
-        Api::<DynamicObject>::namespaced_with(client.clone(), NS, &etcd_ar)
+        Api::<DynamicObject>::namespaced_with(client.clone(), NS, &etcd_resource())
             .patch_status("etcd-main", &PatchParams::default(), &Patch::Merge(json!({"status": {"members": members}})))
             .await
             .expect("etcd status");
-        let certs: Api<Certificate> = Api::namespaced(client.clone(), NS);
         for name in CERTS {
-            let c: Certificate = serde_json::from_value(json!({
-                "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {"secretName": format!("{name}-tls"), "issuerRef": {"name": "etcd-ca", "kind": "Issuer"},
-                         "commonName": name, "dnsNames": [format!("{name}.{NS}.svc")], "duration": "720h"}
-            }))
-            .unwrap();
-            certs.create(&PostParams::default(), &c).await.expect("certificate");
+            create_certificate(&client, name, &format!("{name}-tls")).await;
         }
-        server.add_user("cert-manager", &["system:masters"]);
-        let cm = CertManager::start(
-            server.client_for("cert-manager"),
-            CertManagerOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100) },
-        );
+        let cm = start_cert_manager(&server);
         for (i, (_, node)) in hosts.iter().enumerate() {
             create_member(&client, i, node).await;
         }
         server.add_user("kubelet", &["system:masters"]);
         let kubelet = CancellationToken::new();
         start_kubelet(server.client_for("kubelet"), kubelet.clone());
-        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.expect("serve");
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("config");
-        std::fs::write(&kubeconfig, server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
-        let fx = Fx { server, _endpoint: endpoint, dir, kubeconfig, _mcm: mcm, cm, kubelet, hosts };
+        let cli = Cli::serve(&server).await;
+        let fx = Fx { server, cli, _mcm: mcm, cm, kubelet, hosts };
         for name in CERTS {
             fx.wait_revision(name, 1).await;
         }
@@ -243,7 +158,14 @@ impl Fx {
     }
 
     async fn run(&self, args: &[&str]) -> std::process::Output {
-        run_with(bin(), args, &[("KUBECONFIG", self.kubeconfig.to_str().unwrap())], self.dir.path()).await
+        self.cli.run(args).await
+    }
+
+    /// [`run_on_terminal`] with this kubeconfig, off the async runtime.
+    async fn run_on_terminal(&self, args: &[&str], answer: &str) -> (i32, String, String) {
+        let (kc, home, answer) = (self.cli.kubeconfig.clone(), self.cli.dir.path().to_path_buf(), answer.to_string());
+        let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        tokio::task::spawn_blocking(move || run_on_terminal(&kc, &home, &owned, &answer)).await.unwrap()
     }
 
     async fn revision(&self, name: &str) -> Option<i64> {
@@ -272,13 +194,7 @@ impl Fx {
 
     /// Writes druidctl (user admin) made.
     fn admin_writes(&self) -> Vec<String> {
-        self.server
-            .request_log()
-            .records()
-            .into_iter()
-            .filter(|r| r.user == "admin" && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
-            .map(|r| format!("{} {}", r.verb, r.path.split('?').next().unwrap_or_default()))
-            .collect()
+        admin_writes(&self.server)
     }
 }
 
@@ -414,15 +330,6 @@ async fn machine_replacement_with_yes_replaces_the_machine_and_waits_for_the_mem
     );
 }
 
-async fn set_member_ready(client: &kube::Client, i: usize, ready: bool) {
-    let status = json!({"status": {"phase": "Running",
-        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
-    Api::<Pod>::namespaced(client.clone(), NS)
-        .patch_status(&format!("etcd-main-{i}"), &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .expect("pod status");
-}
-
 /// The druidctl binary with stdin and stderr on a pseudo-terminal (stdout piped): waits until the typed
 /// confirmation is asked, types `answer` and Enter, and returns `(exit code, stdout, terminal output)`.
 fn run_on_terminal(
@@ -531,6 +438,13 @@ async fn cert_renewal_with_failing_issuance_restarts_no_member_shows_the_next_re
     assert!((0..3).all(|i| after[i].is_some() && after[i] != uids[i]), "every member restarted: {stdout}");
 }
 
+/// Name, labels, annotations and deletion timestamp of an object.
+type Changeable = (Option<String>, Option<BTreeMap<String, String>>, Option<BTreeMap<String, String>>, Option<Time>);
+
+fn changeable(meta: ObjectMeta) -> Changeable {
+    (meta.name, meta.labels, meta.annotations, meta.deletion_timestamp)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_replacement_refuses_while_another_member_is_down_and_for_a_node_without_members() {
     let fx = Fx::start().await;
@@ -545,7 +459,7 @@ async fn machine_replacement_refuses_while_another_member_is_down_and_for_a_node
             .unwrap()
             .items
             .into_iter()
-            .map(|m| (m.metadata.name, m.metadata.labels, m.metadata.annotations, m.metadata.deletion_timestamp))
+            .map(|m| changeable(m.metadata))
             .collect();
         let nodes: Vec<_> = Api::<Node>::all(client.clone())
             .list(&ListParams::default())
@@ -553,7 +467,7 @@ async fn machine_replacement_refuses_while_another_member_is_down_and_for_a_node
             .unwrap()
             .items
             .into_iter()
-            .map(|n| (n.metadata.name, n.metadata.labels, n.metadata.annotations, n.metadata.deletion_timestamp))
+            .map(|n| changeable(n.metadata))
             .collect();
         (ms, nodes, fx.pod_uids().await)
     };
@@ -582,11 +496,7 @@ async fn machine_replacement_refuses_while_another_member_is_down_and_for_a_node
     set_member_ready(&client, 1, true).await;
 
     // A fourth machine whose node hosts no member.
-    let ms_ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "MachineSet"),
-        "machinesets",
-    );
-    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ms_ar)
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &machine_set_resource())
         .patch("worker", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 4}})))
         .await
         .unwrap();
@@ -638,9 +548,7 @@ async fn machine_replacement_with_force_needs_the_etcd_name_typed_on_a_terminal(
     assert_eq!(fx.admin_writes(), Vec::<String>::new());
 
     // On a terminal, a wrong answer declines: the machine and its node stay.
-    let (kc, home, owned) = (fx.kubeconfig.clone(), fx.dir.path().to_path_buf(), args_owned(&args));
-    let (code, stdout, terminal) =
-        tokio::task::spawn_blocking(move || run_on_terminal(&kc, &home, &owned, "etcd-events")).await.unwrap();
+    let (code, stdout, terminal) = fx.run_on_terminal(&args, "etcd-events").await;
     assert_eq!(code, REJECTED, "{stdout}{terminal}");
     assert!(terminal.contains("Type \"etcd-main\" to confirm"), "{terminal}");
     assert!(stdout.contains("DESTRUCTIVE RequestMachineDeletion"), "{stdout}");
@@ -654,9 +562,7 @@ async fn machine_replacement_with_force_needs_the_etcd_name_typed_on_a_terminal(
     );
 
     // Typing the Etcd's name confirms: the machine is force-deleted and replaced, the members are ready again.
-    let (kc, home, owned) = (fx.kubeconfig.clone(), fx.dir.path().to_path_buf(), args_owned(&args));
-    let (code, stdout, terminal) =
-        tokio::task::spawn_blocking(move || run_on_terminal(&kc, &home, &owned, "etcd-main")).await.unwrap();
+    let (code, stdout, terminal) = fx.run_on_terminal(&args, "etcd-main").await;
     assert_eq!(code, 0, "{stdout}{terminal}");
     for step in ["RequestMachineDeletion", "WaitForReplacementNode", "WaitForMembersReady"] {
         assert!(stdout.contains(&format!("✓ {step}")), "{step}: {stdout}");
@@ -669,8 +575,4 @@ async fn machine_replacement_with_force_needs_the_etcd_name_typed_on_a_terminal(
     );
     let nodes = Api::<Node>::all(fx.server.client()).list(&ListParams::default()).await.unwrap().items;
     assert!(!nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())), "the old node is gone");
-}
-
-fn args_owned(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).collect()
 }

@@ -3,6 +3,8 @@
 //! simulated members (Ready, keys, `member-down`, `quorum-lost`, a sidecar snapshot restored into a fresh member,
 //! `runbook cert-renewal` verifying the serials the members serve on their client TLS listeners).
 
+mod etcd_support;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -13,6 +15,7 @@ use druidctl::sim::etcd::{ClusterState, EtcdBackend, EtcdClient, EtcdError, Memb
 use druidctl::sim::landscape::backup::{ObjectStore, SnapshotKind};
 use druidctl::sim::landscape::playground::BreakTarget;
 use druidctl::sim::landscape::{BreakKind, LandscapeOptions, Playground, PlaygroundOptions};
+use etcd_support::{assert_compacted_history_takes_a_full_snapshot, restore_fresh_member};
 
 fn sim() -> EtcdBackend {
     EtcdBackend::simulated("test")
@@ -197,10 +200,7 @@ async fn delta_chain_restores_deletes(backend: &EtcdBackend, dir: &Path) {
     assert_eq!((&f, &deltas), (&full, &vec![delta]));
     m.kill();
 
-    let cfg = MemberConfig::new("restored-0", dir.join("r/data"), dir.join("r.log"));
-    restore_snapshot_with(backend, &store.path(&f), &cfg).await.unwrap();
-    let r = MemberProcess::spawn_with(backend, cfg).unwrap();
-    r.wait_serving(Duration::from_secs(20)).await.unwrap();
+    let r = restore_fresh_member(backend, &store, &f, dir).await;
     let rc = r.client();
     let gone = retry_transient(Duration::from_secs(20), || rc.get("/gone")).await.unwrap();
     assert_eq!(gone.unwrap().value_str(), "2", "the full snapshot still has the key");
@@ -211,14 +211,7 @@ async fn delta_chain_restores_deletes(backend: &EtcdBackend, dir: &Path) {
     assert_eq!(rc.get("/new").await.unwrap().unwrap().value_str(), "3");
     assert_eq!(rc.get("/keep").await.unwrap().unwrap().value_str(), "1b");
 
-    // History compacted past the last snapshot: no delta can be taken, a full snapshot is taken instead.
-    let store2 = ObjectStore::new(dir.join("store2"));
-    store2.take_full(&rc).await.unwrap();
-    rc.put("/x", "1").await.unwrap();
-    let rev = rc.put("/y", "2").await.unwrap();
-    rc.compact(rev).await.unwrap();
-    let instead = store2.take_delta(&rc).await.unwrap().unwrap();
-    assert_eq!((instead.kind, instead.last_revision), (SnapshotKind::Full, rev));
+    assert_compacted_history_takes_a_full_snapshot(&rc, dir).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
