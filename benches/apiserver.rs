@@ -5,10 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use druidctl::sim::apiserver::ApiServer;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube_sim::ApiServer;
 use serde_json::json;
 
 const OBJECTS: usize = 10_000;

@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use druidctl::sim::etcd::{EtcdBinary, LocalCluster, LocalClusterOptions};
-use druidctl::sim::landscape::{Playground, PlaygroundOptions};
+use landscape::etcd::{EtcdBinary, LocalCluster, LocalClusterOptions};
+use landscape::{Playground, PlaygroundOptions};
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

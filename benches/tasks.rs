@@ -23,7 +23,6 @@ use druidctl::api::task::{EtcdOperatorTaskSpec, NamespacedName};
 use druidctl::reconciler::controller::{self, ControllerOptions};
 use druidctl::reconciler::metrics::sample_sum;
 use druidctl::reconciler::{Reconciler, ReconcilerOptions};
-use druidctl::sim::apiserver::ApiServer;
 use druidctl::tasks::Registry;
 use druidctl::tasks::noop::{self, Ledger};
 use futures::StreamExt;
@@ -31,6 +30,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
+use kube_sim::ApiServer;
 use serde_json::json;
 
 fn env(name: &str, default: usize) -> usize {
@@ -165,7 +165,7 @@ async fn run() {
     let timeout = Duration::from_secs(env("BENCH_TIMEOUT", 1800) as u64);
     let namespaces = etcds.div_ceil(100).max(1);
     let server = ApiServer::new();
-    server.register_upstream_crds().unwrap();
+    landscape::register_upstream_crds(&server).unwrap();
     server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).unwrap();
     let client = server.client();
     let ar =

@@ -26,6 +26,8 @@ profile=default
 [ -n "${CI:-}" ] && profile=ci
 # Benches are measured with `cargo bench`, not run as tests. A failure still lets the external pass below run.
 status=0
+# The README of crates/kube-sim is its crate doc; its example runs as a doctest (nextest runs no doctests).
+cargo test --doc -p kube-sim --quiet || status=$?
 cargo nextest run --workspace --lib --bins --tests --profile "$profile" "$@" || status=$?
 
 # The end-to-end tests once more against an external API server: the embedded one, started separately over TCP,

@@ -3,10 +3,13 @@
 //! The binary (`src/main.rs`, `src/cmd/`) is a thin layer over this library:
 //! typed APIs (`api`), cluster access (`kube`), the health model (`health`),
 //! output (`output`), the task registry (`tasks`), the reconciler (`reconciler`),
-//! the runbook engine (`runbook`), and the embedded API server and simulated
-//! landscape used for tests, `playground` and `demo` (`sim`).
+//! the runbook engine (`runbook`), certificates (`certs`) and machines (`machines`).
+//!
+//! The typed resources live in the `druid-api` crate, re-exported as [`api`]. The embedded API server
+//! (`kube-sim`) and the simulated landscape (`landscape`) are separate crates: only the `playground` and
+//! `demo` commands and the tests use them, never this library (`tests/workspace_boundaries.rs`).
 
-pub mod api;
+pub use druid_api as api;
 pub mod certs;
 pub mod health;
 pub mod kube;
@@ -14,5 +17,4 @@ pub mod machines;
 pub mod output;
 pub mod reconciler;
 pub mod runbook;
-pub mod sim;
 pub mod tasks;

@@ -11,10 +11,10 @@ use certs_machines_support::{
     server_with_namespace, start_cert_manager, text,
 };
 use druidctl::api::Certificate;
-use druidctl::sim::apiserver::ApiServer;
-use druidctl::sim::landscape::certmanager::CertManager;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
+use kube_sim::ApiServer;
+use landscape::certmanager::CertManager;
 use serde_json::Value;
 
 struct Fx {

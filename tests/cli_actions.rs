@@ -93,7 +93,7 @@ async fn suspend_resume_and_protection_patch_only_their_annotation() {
 }
 
 /// Plays etcd-druid: removes the reconcile annotation and observes the generation.
-async fn druid_actor(fx_server: druidctl::sim::apiserver::ApiServer) {
+async fn druid_actor(fx_server: kube_sim::ApiServer) {
     let api: Api<DynamicObject> = Api::namespaced_with(fx_server.client(), CONTEXT_NS, &cli_support::etcd_resource());
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1,13 +1,13 @@
 //! Custom resources are validated like kube-apiserver validates them: the real CRDs of
-//! `src/sim/crds` registered into the embedded API server refuse what a real seed refuses, through
+//! `crates/druid-api/crds` registered into the embedded API server refuse what a real seed refuses, through
 //! `kube::Client` and through the real `kubectl`.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::core::Status;
+use kube_sim::{ApiServer, HttpEndpoint};
 use serde_json::{Value, json};
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -38,7 +38,7 @@ fn dynamic(v: Value) -> DynamicObject {
 
 fn server() -> ApiServer {
     let server = ApiServer::new();
-    server.register_upstream_crds().expect("every vendored CRD registers (all CEL rules compile)");
+    landscape::register_upstream_crds(&server).expect("every vendored CRD registers (all CEL rules compile)");
     server
 }
 
@@ -371,4 +371,24 @@ async fn kubectl_sees_the_replicas_rule_and_required_fields() {
     for field in ["spec.backup", "spec.etcd", "spec.labels"] {
         assert!(err.contains(&format!("{field}: Required value")), "{err}");
     }
+}
+
+#[test]
+fn etcd_operator_task_crd_generated_from_the_rust_type_validates() {
+    let crd = serde_json::to_value(druidctl::api::task::crd()).expect("CRD serializes");
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let v =
+        kube_sim::validation::CrdValidator::new(schema).unwrap_or_else(|e| panic!("EtcdOperatorTask schema: {e:?}"));
+    println!("etcdoperatortasks.druid.gardener.cloud: {} CEL rules", v.rule_count());
+    assert!(v.rule_count() >= 1);
+    let task = |spec: Value| json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "EtcdOperatorTask", "metadata": {"name": "t"}, "spec": spec});
+    let owner = json!({"name": "etcd-main", "namespace": "shoot--a--b"});
+    let ok = task(json!({"type": "OnDemandSnapshot", "ownerEtcdRefrence": owner}));
+    assert_eq!(v.validate(&ok, None, kube_sim::validation::Scope::Main), vec![]);
+    let both = task(json!({"type": "OnDemandSnapshot", "ownerEtcdRefrence": owner, "ownerEtcdReference": owner}));
+    let errs = v.validate(&both, None, kube_sim::validation::Scope::Main);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!((errs[0].reason.as_str(), errs[0].field.as_str()), ("FieldValueInvalid", "spec"));
+    let neither = task(json!({"type": "OnDemandSnapshot"}));
+    assert_eq!(v.validate(&neither, None, kube_sim::validation::Scope::Main).len(), 1);
 }

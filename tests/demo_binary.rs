@@ -2,7 +2,7 @@
 //! survived (written before the snapshot) and which were lost (after it), prints a timeline, and leaves no
 //! etcd process behind. Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`).
 
-use druidctl::sim::etcd::require_etcd;
+use landscape::etcd::require_etcd;
 
 #[test]
 fn demo_recovers_the_snapshotted_keys_reports_the_lost_ones_and_cleans_up() {

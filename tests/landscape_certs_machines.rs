@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use cli_support::{bin, run_with};
 use druidctl::api::{Certificate, Etcd, Machine};
-use druidctl::sim::etcd::process::etcd_children_of_this_process;
-use druidctl::sim::etcd::require_etcd;
-use druidctl::sim::landscape::{Playground, PlaygroundOptions};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::Api;
 use kube::api::ListParams;
+use landscape::etcd::process::etcd_children_of_this_process;
+use landscape::etcd::require_etcd;
+use landscape::{Playground, PlaygroundOptions};
 use serde_json::Value;
 
 /// Waits until every Certificate the Etcd references is Ready with a revision.

@@ -6,12 +6,12 @@ mod etcd_support;
 
 use std::time::Duration;
 
-use druidctl::sim::etcd::process::{etcd_children_of_this_process, live_member_pids};
-use druidctl::sim::etcd::snapshot::restore_snapshot;
-use druidctl::sim::etcd::{LocalCluster, LocalClusterOptions, MemberConfig, MemberProcess, require_etcd};
 use etcd_support::{assert_compacted_history_takes_a_full_snapshot, restore_fresh_member};
+use landscape::etcd::process::{etcd_children_of_this_process, live_member_pids};
+use landscape::etcd::snapshot::restore_snapshot;
+use landscape::etcd::{LocalCluster, LocalClusterOptions, MemberConfig, MemberProcess, require_etcd};
 
-async fn three_members(dir: &std::path::Path, binary: &druidctl::sim::etcd::EtcdBinary) -> LocalCluster {
+async fn three_members(dir: &std::path::Path, binary: &landscape::etcd::EtcdBinary) -> LocalCluster {
     LocalCluster::start(binary, dir, 3, LocalClusterOptions::default()).await.expect("3-member cluster starts")
 }
 
@@ -23,7 +23,7 @@ async fn killing_two_of_three_members_loses_quorum_and_their_return_restores_it_
     let c0 = cluster.client(0);
     for i in 0..20 {
         let (k, v) = (format!("/registry/k{i}"), format!("v{i}"));
-        druidctl::sim::etcd::cluster::retry_transient(Duration::from_secs(10), || c0.put(&k, &v)).await.unwrap();
+        landscape::etcd::cluster::retry_transient(Duration::from_secs(10), || c0.put(&k, &v)).await.unwrap();
     }
 
     cluster.member(1).kill();
@@ -137,16 +137,15 @@ async fn member_restore_removes_cleans_adds_as_learner_and_promotes_while_keepin
     bad.kill();
 
     let c0 = cluster.client(0);
-    druidctl::sim::etcd::cluster::retry_transient(Duration::from_secs(20), || c0.member_remove(bad_id)).await.unwrap();
+    landscape::etcd::cluster::retry_transient(Duration::from_secs(20), || c0.member_remove(bad_id)).await.unwrap();
     bad.wipe_data().unwrap();
-    let added =
-        druidctl::sim::etcd::cluster::add_member_retrying(&c0, &[bad.peer_url()], true, Duration::from_secs(20))
-            .await
-            .unwrap();
+    let added = landscape::etcd::cluster::add_member_retrying(&c0, &[bad.peer_url()], true, Duration::from_secs(20))
+        .await
+        .unwrap();
     let members = c0.member_list().await.unwrap();
     bad.update_config(|c| {
-        c.initial_cluster = druidctl::sim::etcd::cluster::initial_cluster_for_join(&members, added.id, &c.name);
-        c.initial_cluster_state = druidctl::sim::etcd::ClusterState::Existing;
+        c.initial_cluster = landscape::etcd::cluster::initial_cluster_for_join(&members, added.id, &c.name);
+        c.initial_cluster_state = landscape::etcd::ClusterState::Existing;
     });
     bad.start().unwrap();
     bad.wait_serving(Duration::from_secs(20)).await.unwrap();
@@ -217,7 +216,7 @@ fn is_zombie(pid: u32) -> bool {
 #[tokio::test]
 async fn leak_helper_starts_a_member_and_waits_to_be_killed() {
     let Ok(dir) = std::env::var("DRUIDCTL_LEAK_HELPER_DIR") else { return };
-    let binary = druidctl::sim::etcd::EtcdBinary::locate().unwrap();
+    let binary = landscape::etcd::EtcdBinary::locate().unwrap();
     let dir = std::path::PathBuf::from(dir);
     let cluster = LocalCluster::start(&binary, &dir, 1, LocalClusterOptions::default()).await.unwrap();
     std::fs::write(dir.join("ready"), cluster.member(0).pid().unwrap().to_string()).unwrap();
@@ -258,9 +257,9 @@ fn a_killed_supervisor_leaves_no_etcd_behind() {
 /// `tests/sim_members.rs`.)
 #[tokio::test]
 async fn delta_snapshots_replay_deletes_into_a_fresh_member() {
-    use druidctl::sim::etcd::EtcdBackend;
-    use druidctl::sim::etcd::cluster::retry_transient;
-    use druidctl::sim::landscape::backup::{ObjectStore, SnapshotKind};
+    use landscape::backup::{ObjectStore, SnapshotKind};
+    use landscape::etcd::EtcdBackend;
+    use landscape::etcd::cluster::retry_transient;
     let Some(binary) = require_etcd("delta snapshots replay deletes") else { return };
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
@@ -301,9 +300,9 @@ async fn delta_snapshots_replay_deletes_into_a_fresh_member() {
 /// after the first one and none of the discarded history.
 #[tokio::test]
 async fn a_restore_after_a_restore_has_the_writes_made_in_between() {
-    use druidctl::sim::etcd::cluster::retry_transient;
-    use druidctl::sim::etcd::{EtcdBackend, EtcdClient};
-    use druidctl::sim::landscape::backup::{ObjectStore, SnapshotInfo, SnapshotKind};
+    use landscape::backup::{ObjectStore, SnapshotInfo, SnapshotKind};
+    use landscape::etcd::cluster::retry_transient;
+    use landscape::etcd::{EtcdBackend, EtcdClient};
     let Some(binary) = require_etcd("restore after restore") else { return };
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
@@ -318,7 +317,7 @@ async fn a_restore_after_a_restore_has_the_writes_made_in_between() {
         deltas: &[SnapshotInfo],
     ) -> (MemberProcess, EtcdClient) {
         let cfg = MemberConfig::new(name, dir.join(name).join("data"), dir.join(format!("{name}.log")));
-        druidctl::sim::etcd::snapshot::restore_snapshot_with(backend, &store.path(full), &cfg).await.unwrap();
+        landscape::etcd::snapshot::restore_snapshot_with(backend, &store.path(full), &cfg).await.unwrap();
         let m = MemberProcess::spawn_with(backend, cfg).unwrap();
         m.wait_serving(Duration::from_secs(20)).await.unwrap();
         let c = m.client();

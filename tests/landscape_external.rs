@@ -10,16 +10,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use druidctl::api::Etcd;
-use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
-use druidctl::sim::etcd::process::etcd_children_of_this_process;
-use druidctl::sim::etcd::require_etcd;
-use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::{BreakKind, ExternalServer, Playground, PlaygroundOptions, PlaygroundRecord};
 use druidctl::tasks::sidecar::{self, ANNOTATION_DIRECT_ADDRESS, Target};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
 use kube::Api;
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube_sim::{ApiServer, HttpEndpoint};
+use landscape::etcd::process::etcd_children_of_this_process;
+use landscape::etcd::require_etcd;
+use landscape::playground::BreakTarget;
+use landscape::{BreakKind, ExternalServer, Playground, PlaygroundOptions, PlaygroundRecord};
 use serde_json::json;
 
 const ETCD_CRD: &str = "etcds.druid.gardener.cloud";
@@ -36,7 +36,7 @@ struct Server {
 impl Server {
     async fn start() -> Server {
         let server = ApiServer::new();
-        let etcd_crd = ApiServer::upstream_crd_documents()
+        let etcd_crd = landscape::upstream_crd_documents()
             .unwrap()
             .into_iter()
             .find(|d| d["metadata"]["name"] == ETCD_CRD)
@@ -71,7 +71,7 @@ impl Server {
     }
 
     fn crds(&self) -> Vec<String> {
-        let mut names: Vec<String> = ApiServer::upstream_crd_documents()
+        let mut names: Vec<String> = landscape::upstream_crd_documents()
             .unwrap()
             .iter()
             .map(|d| d["metadata"]["name"].as_str().unwrap().to_string())

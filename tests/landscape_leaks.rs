@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use druidctl::sim::etcd::process::etcd_children_of_this_process;
-use druidctl::sim::etcd::require_etcd;
-use druidctl::sim::landscape::{Playground, PlaygroundOptions};
+use landscape::etcd::process::etcd_children_of_this_process;
+use landscape::etcd::require_etcd;
+use landscape::{Playground, PlaygroundOptions};
 
 /// Live (non-zombie) etcd processes whose `--data-dir` is under `root`.
 fn etcd_processes_under(root: &Path) -> Vec<u32> {

@@ -6,17 +6,17 @@ mod e2e_support;
 
 use std::time::{Duration, Instant};
 
-use druidctl::sim::etcd::process::etcd_children_of_this_process;
-use druidctl::sim::etcd::snapshot::restore_snapshot;
-use druidctl::sim::etcd::{MemberConfig, MemberProcess, require_etcd};
-use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::{BreakKind, Playground};
 use druidctl::tasks::sidecar::{self, Route, Target};
 use e2e_support::E2e;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use landscape::etcd::process::etcd_children_of_this_process;
+use landscape::etcd::snapshot::restore_snapshot;
+use landscape::etcd::{MemberConfig, MemberProcess, require_etcd};
+use landscape::playground::BreakTarget;
+use landscape::{BreakKind, Playground};
 use serde_json::json;
 
 async fn ready_playground() -> E2e {
@@ -342,7 +342,7 @@ async fn failing_backups_turn_backup_ready_false_and_an_apiserver_restart_is_sur
     let etcds = Api::<druidctl::api::Etcd>::namespaced(pg.client(), &ns);
     let backup_reason = || async {
         let s = serde_json::to_value(etcds.get("etcd-main").await.unwrap().status.unwrap()).unwrap();
-        druidctl::sim::landscape::status::condition(&s, "BackupReady").unwrap()
+        landscape::status::condition(&s, "BackupReady").unwrap()
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     while backup_reason().await.0 != "True" {

@@ -12,11 +12,11 @@ use certs_machines_support::{
 };
 use druidctl::api::Machine;
 use druidctl::machines::delete::node_ready as ready;
-use druidctl::sim::apiserver::ApiServer;
-use druidctl::sim::landscape::mcm::Mcm;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_sim::ApiServer;
+use landscape::mcm::Mcm;
 use serde_json::json;
 
 struct Fx {

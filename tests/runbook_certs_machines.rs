@@ -18,13 +18,13 @@ use certs_machines_support::{
 use cli_support::{bin, etcd_resource};
 use druidctl::api::{Certificate, Machine};
 use druidctl::machines::delete::node_ready;
-use druidctl::sim::apiserver::ApiServer;
-use druidctl::sim::landscape::certmanager::CertManager;
-use druidctl::sim::landscape::mcm::Mcm;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube_sim::ApiServer;
+use landscape::certmanager::CertManager;
+use landscape::mcm::Mcm;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use druidctl::api::Etcd;
 use druidctl::certs::served::{member_client_tls_url, serial_of_pem, served_serial};
-use druidctl::sim::etcd::require_etcd;
-use druidctl::sim::landscape::Playground;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
+use landscape::Playground;
+use landscape::etcd::require_etcd;
 use runbook_support::*;
 
 /// Serial of the certificate in the Etcd's server TLS secret.

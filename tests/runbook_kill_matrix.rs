@@ -24,9 +24,9 @@ use std::time::Duration;
 use druidctl::api::{Etcd, Machine};
 use druidctl::certs::served::{member_client_tls_url, serial_of_pem, served_serial};
 use druidctl::runbook::engine::{ABORT_AT_ENV, KillPhase};
-use druidctl::sim::apiserver::{AdmissionHook, AdmissionOperation, AdmissionRequest, ApiServer};
-use druidctl::sim::etcd::require_etcd;
 use druidctl::tasks::quorum_loss::{ETCD_CONF_KEY, initial_cluster_members};
+use kube_sim::{AdmissionHook, AdmissionOperation, AdmissionRequest, ApiServer};
+use landscape::etcd::require_etcd;
 use runbook_support::*;
 
 /// Records the `initial-cluster` of every ConfigMap update, with who made it.
@@ -145,7 +145,7 @@ async fn recovery_killed_at_every_step_boundary_and_mid_step_finishes_without_re
 }
 
 /// Runs the binary with the kill point `point` and returns its stdout once it died there (SIGKILL).
-async fn cut_at(pg: &druidctl::sim::landscape::Playground, args: &[&str], point: &str) -> String {
+async fn cut_at(pg: &landscape::Playground, args: &[&str], point: &str) -> String {
     let mut cmd = druidctl(pg, args);
     cmd.env("DRUIDCTL_RUNBOOK_LEASE", "1s").env(ABORT_AT_ENV, point);
     let mut child = cmd.spawn().unwrap();
@@ -175,12 +175,7 @@ async fn cut_at(pg: &druidctl::sim::landscape::Playground, args: &[&str], point:
 
 /// Kills `first` (then `resume`) at every step × phase of a `steps`-step plan, then finishes with `resume`;
 /// returns the final run's stdout.
-async fn kill_everywhere(
-    pg: &druidctl::sim::landscape::Playground,
-    first: &[&str],
-    resume: &[&str],
-    steps: usize,
-) -> String {
+async fn kill_everywhere(pg: &landscape::Playground, first: &[&str], resume: &[&str], steps: usize) -> String {
     let mut kills = 0;
     for i in 1..=steps {
         for phase in KillPhase::ALL {
@@ -199,7 +194,7 @@ async fn kill_everywhere(
 }
 
 /// Plan step names of a runbook.
-async fn plan_steps(pg: &druidctl::sim::landscape::Playground, args: &[&str]) -> Vec<String> {
+async fn plan_steps(pg: &landscape::Playground, args: &[&str]) -> Vec<String> {
     let plan = run(pg, args).await;
     assert_eq!(plan.code, 0, "{}", plan.stderr);
     events(&plan.stdout).iter().find(|e| e["event"] == "plan").expect("plan event")["steps"]

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use druidctl::sim::etcd::require_etcd;
-use druidctl::sim::landscape::BreakKind;
-use druidctl::sim::landscape::playground::BreakTarget;
+use landscape::BreakKind;
+use landscape::etcd::require_etcd;
+use landscape::playground::BreakTarget;
 use runbook_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,14 +8,14 @@ mod runbook_support;
 use std::time::Duration;
 
 use druidctl::api::EtcdOperatorTask;
-use druidctl::sim::etcd::require_etcd;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
 use kube::api::ListParams;
+use landscape::etcd::require_etcd;
 use runbook_support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-async fn assert_keys(pg: &druidctl::sim::landscape::Playground, ns: &str, before: usize) {
+async fn assert_keys(pg: &landscape::Playground, ns: &str, before: usize) {
     for m in 0..3 {
         let c = pg.etcd_client(ns, m).unwrap();
         assert_eq!(

@@ -4,7 +4,7 @@
 
 mod runbook_support;
 
-use druidctl::sim::etcd::require_etcd;
+use landscape::etcd::require_etcd;
 use runbook_support::*;
 
 const REJECTED: i32 = 3;

@@ -8,14 +8,14 @@ mod etcd_support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use druidctl::sim::etcd::cluster::{initial_cluster_for_join, retry_transient};
-use druidctl::sim::etcd::process::etcd_children_of_this_process;
-use druidctl::sim::etcd::snapshot::restore_snapshot_with;
-use druidctl::sim::etcd::{ClusterState, EtcdBackend, EtcdClient, EtcdError, MemberConfig, MemberProcess};
-use druidctl::sim::landscape::backup::{ObjectStore, SnapshotKind};
-use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::{BreakKind, LandscapeOptions, Playground, PlaygroundOptions};
 use etcd_support::{assert_compacted_history_takes_a_full_snapshot, restore_fresh_member};
+use landscape::backup::{ObjectStore, SnapshotKind};
+use landscape::etcd::cluster::{initial_cluster_for_join, retry_transient};
+use landscape::etcd::process::etcd_children_of_this_process;
+use landscape::etcd::snapshot::restore_snapshot_with;
+use landscape::etcd::{ClusterState, EtcdBackend, EtcdClient, EtcdError, MemberConfig, MemberProcess};
+use landscape::playground::BreakTarget;
+use landscape::{BreakKind, LandscapeOptions, Playground, PlaygroundOptions};
 
 fn sim() -> EtcdBackend {
     EtcdBackend::simulated("test")
@@ -226,8 +226,8 @@ async fn snapshots_of_the_other_kind_are_refused() {
     let m = sim_cluster(dir.path(), 1).await;
     let snap = dir.path().join("snap.db");
     m[0].client().snapshot_to_file(&snap).await.unwrap();
-    assert!(druidctl::sim::etcd::simulated::is_snapshot_file(&snap));
-    let real = EtcdBackend::Real(druidctl::sim::etcd::EtcdBinary {
+    assert!(landscape::etcd::simulated::is_snapshot_file(&snap));
+    let real = EtcdBackend::Real(landscape::etcd::EtcdBinary {
         etcd: "/nonexistent/etcd".into(),
         etcdctl: Some("/nonexistent/etcdctl".into()),
     });
@@ -330,7 +330,7 @@ async fn a_sidecar_snapshot_of_simulated_members_restores_into_a_fresh_simulated
     assert_eq!(info["kind"], "Full", "{info}");
     let snap =
         dir.path().join("backups").join(&ns).join(format!("{ns}_etcd-main")).join(info["snapName"].as_str().unwrap());
-    assert!(druidctl::sim::etcd::simulated::is_snapshot_file(&snap), "{}", snap.display());
+    assert!(landscape::etcd::simulated::is_snapshot_file(&snap), "{}", snap.display());
     c.put("/registry/secrets/after", "not in the snapshot").await.unwrap();
 
     let cfg = MemberConfig::new("fresh-0", dir.path().join("fresh/data"), dir.path().join("fresh.log"));

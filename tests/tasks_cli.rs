@@ -6,8 +6,8 @@ mod tasks_support;
 use std::process::{Command, Output};
 
 use druidctl::api::{EtcdOperatorTask, TaskState};
-use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
 use kube::api::{Api, ListParams};
+use kube_sim::{ApiServer, HttpEndpoint};
 use tasks_support::{NS, Sidecar, landscape, lose_quorum};
 
 struct Cli {

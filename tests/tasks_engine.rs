@@ -11,18 +11,18 @@ use druidctl::api::{EtcdOperatorTask, TaskState};
 use druidctl::reconciler::controller::{self, ControllerOptions};
 use druidctl::reconciler::metrics::sample_sum;
 use druidctl::reconciler::{Backoff, Metrics, Reconciler, ReconcilerOptions};
-use druidctl::sim::apiserver::ApiServer;
-use druidctl::sim::apiserver::FaultRule;
 use druidctl::tasks::Registry;
 use druidctl::tasks::noop::{self, Ledger};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube_sim::ApiServer;
+use kube_sim::FaultRule;
 use serde_json::json;
 
 async fn server_with_etcds(namespaces: &[&str], etcds_per_ns: usize) -> ApiServer {
     let server = ApiServer::new();
-    server.register_upstream_crds().expect("upstream CRDs");
+    landscape::register_upstream_crds(&server).expect("upstream CRDs");
     server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).expect("task CRD");
     let client = server.client();
     let ar =
@@ -338,8 +338,8 @@ struct Partition {
     on: std::sync::atomic::AtomicBool,
 }
 
-impl druidctl::sim::apiserver::AdmissionHook for Partition {
-    fn admit(&self, _s: &ApiServer, req: &druidctl::sim::apiserver::AdmissionRequest) -> Result<(), String> {
+impl kube_sim::AdmissionHook for Partition {
+    fn admit(&self, _s: &ApiServer, req: &kube_sim::AdmissionRequest) -> Result<(), String> {
         if self.on.load(std::sync::atomic::Ordering::SeqCst) && req.user == self.user {
             return Err(format!("{} is partitioned away", self.user));
         }

@@ -11,13 +11,13 @@ use std::time::Duration;
 use druidctl::api::task::{EtcdOperatorTaskSpec, NamespacedName};
 use druidctl::api::{EtcdOperatorTask, TaskState};
 use druidctl::reconciler::{Reconciler, ReconcilerOptions};
-use druidctl::sim::etcd::snapshot::restore_snapshot;
-use druidctl::sim::etcd::{MemberConfig, MemberProcess, require_etcd};
-use druidctl::sim::landscape::Playground;
 use druidctl::tasks::Registry;
 use e2e_support::E2e;
 use kube::Api;
 use kube::api::PostParams;
+use landscape::Playground;
+use landscape::etcd::snapshot::restore_snapshot;
+use landscape::etcd::{MemberConfig, MemberProcess, require_etcd};
 
 async fn create(pg: &Playground, ns: &str, name: &str, type_: &str, config: Option<&str>) {
     let mut t = EtcdOperatorTask::new(

@@ -17,13 +17,13 @@ use druidctl::api::task::{EtcdOperatorTaskSpec, NamespacedName, types};
 use druidctl::api::{EtcdOperatorTask, TaskState};
 use druidctl::reconciler::controller::LEADER_LEASE;
 use druidctl::reconciler::executor_lease_name;
-use druidctl::sim::apiserver::ApiServer;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, PostParams};
+use kube_sim::ApiServer;
 use serde_json::json;
 use tasks_support::{ETCD, NS, landscape, renew};
 

@@ -22,9 +22,7 @@ use tokio_rustls::rustls::{DigitallySignedStruct, SignatureScheme};
 
 use crate::api::Etcd;
 
-/// Pod annotation naming the `https://host:port` URL where the member serves client TLS, when that is not
-/// `status.podIP` and the Etcd's client port (set by the playground; usable for a port-forward).
-pub const CLIENT_TLS_URL_ANNOTATION: &str = "playground.druidctl.gardener.cloud/etcd-client-tls-url";
+pub use druid_api::names::CLIENT_TLS_URL_ANNOTATION;
 
 /// Default etcd client port (`spec.etcd.clientPort` unset).
 pub const DEFAULT_CLIENT_PORT: i32 = 2379;
@@ -182,8 +180,8 @@ pub async fn served_serial(url: &str, timeout: Duration) -> Result<String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::landscape::certmanager::generate_key_pair;
     use jiff::{SignedDuration, Timestamp};
+    use landscape::certmanager::generate_key_pair;
 
     #[test]
     fn serials_of_generated_certificates_are_read_and_differ() {

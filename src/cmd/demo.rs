@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use druidctl::runbook::catalog::QUORUM_LOSS_RECOVERY;
 use druidctl::runbook::engine::{Outcome, RunOptions};
-use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::{BreakKind, Playground, PlaygroundOptions};
+use landscape::playground::BreakTarget;
+use landscape::{BreakKind, Playground, PlaygroundOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::Context;

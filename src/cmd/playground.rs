@@ -7,12 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use druidctl::sim::etcd::EtcdBackend;
-use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::playground::SIMULATED_MEMBERS_CAPABILITY;
-use druidctl::sim::landscape::{
-    BreakKind, ExternalServer, LandscapeOptions, Playground, PlaygroundOptions, PlaygroundRecord,
-};
+use landscape::etcd::EtcdBackend;
+use landscape::playground::BreakTarget;
+use landscape::playground::SIMULATED_MEMBERS_CAPABILITY;
+use landscape::{BreakKind, ExternalServer, LandscapeOptions, Playground, PlaygroundOptions, PlaygroundRecord};
 
 use super::Context;
 
@@ -183,7 +181,7 @@ fn describe(r: &PlaygroundRecord) -> String {
 
 /// `playground apiserver`: the embedded API server alone over HTTP, until SIGINT/SIGTERM.
 async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<()> {
-    let server = druidctl::sim::apiserver::ApiServer::new();
+    let server = kube_sim::ApiServer::new();
     let endpoint = server.serve_http(a.listen).await?;
     // Written atomically once the server listens, so a script can wait for the file.
     let tmp = a.kubeconfig_out.with_extension("tmp");

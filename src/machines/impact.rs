@@ -13,10 +13,7 @@ use crate::api::names::MACHINE_NODE_LABEL;
 use crate::api::{Etcd, Machine};
 use crate::health::quorum::Quorum;
 
-/// Label MCM puts on a Node naming its Machine (MCM `machineutils.MachineLabelKey` in
-/// `pkg/util/provider/machineutils/utils.go`, added by gardener/machine-controller-manager#919); the other
-/// direction is the Machine's `node` label (seeds/004 ~1913: `machine.Labels['node'] = nodeName`).
-pub const NODE_MACHINE_NAME_LABEL: &str = "node.gardener.cloud/machine-name";
+pub use druid_api::names::NODE_MACHINE_NAME_LABEL;
 
 /// The Machine backing `node`: the one whose `node` label names it, else the one the Node's
 /// `node.gardener.cloud/machine-name` label names.

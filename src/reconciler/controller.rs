@@ -523,7 +523,7 @@ mod tests {
     #[tokio::test]
     async fn a_worker_with_a_full_queue_of_cheap_reconciles_lets_other_tasks_run() {
         use crate::tasks::Registry;
-        let server = crate::sim::apiserver::ApiServer::new();
+        let server = kube_sim::ApiServer::new();
         let opts = crate::reconciler::ReconcilerOptions::new("test");
         let r = Arc::new(Reconciler::new(server.client(), Arc::new(Registry::default()), opts));
         let (reader, mut writer) = reflector::store::<EtcdOperatorTask>();

@@ -1007,7 +1007,7 @@ mod tests {
     async fn a_permanently_failed_step_gets_its_recorded_config_map_back() {
         use k8s_openapi::api::core::v1::ConfigMap;
         use kube::api::{Patch, PatchParams, PostParams};
-        let server = crate::sim::apiserver::ApiServer::new();
+        let server = kube_sim::ApiServer::new();
         let client = server.client();
         let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
         let good = json!({"etcd.conf.yaml": "initial-cluster: a=x,b=y,c=z\n"});

@@ -18,9 +18,7 @@ use crate::api::Etcd;
 /// Default port of the backup-restore sidecar.
 pub const DEFAULT_BACKUP_PORT: i32 = 8080;
 
-/// Annotation (on the `E-client` Service for the leader, on a Pod for its member) with the `host:port` of a
-/// sidecar the API server's proxy cannot reach; requests then go there directly.
-pub const ANNOTATION_DIRECT_ADDRESS: &str = "playground.druidctl.gardener.cloud/backup-api-direct";
+pub use druid_api::names::ANNOTATION_DIRECT_ADDRESS;
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +132,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::sim::apiserver::ApiServer;
+    use kube_sim::ApiServer;
 
     fn etcd() -> Etcd {
         serde_json::from_value(json!({
@@ -228,7 +226,7 @@ mod tests {
         assert!(post_direct(&format!("http://{addr}/busy")).await.unwrap_err().is_transient());
         let err = post_direct(&format!("http://{addr}/nope")).await.unwrap_err();
         assert!(!err.is_transient() && err.to_string().contains("no such path (404)"), "{err}");
-        let closed = crate::sim::etcd::ports::free_port();
+        let closed = landscape::etcd::ports::free_port();
         assert!(post_direct(&format!("http://127.0.0.1:{closed}/ok")).await.unwrap_err().is_transient());
     }
 }

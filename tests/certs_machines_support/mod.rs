@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use druidctl::api::{Certificate, Machine};
 use druidctl::machines::delete::node_ready;
-use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
-use druidctl::sim::landscape::certmanager::{CertManager, CertManagerOptions};
-use druidctl::sim::landscape::mcm::{Mcm, McmOptions, machine_set};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube_sim::{ApiServer, HttpEndpoint};
+use landscape::certmanager::{CertManager, CertManagerOptions};
+use landscape::mcm::{Mcm, McmOptions, machine_set};
 use serde_json::{Value, json};
 
 use crate::cli_support::{bin, etcd_resource, run_with};
@@ -33,7 +33,7 @@ pub fn text(b: &[u8]) -> String {
 /// An API server with the upstream CRDs and the namespace [`NS`].
 pub async fn server_with_namespace() -> ApiServer {
     let server = ApiServer::new();
-    server.register_upstream_crds().expect("CRDs");
+    landscape::register_upstream_crds(&server).expect("CRDs");
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
     Api::<Namespace>::all(server.client()).create(&PostParams::default(), &ns).await.unwrap();
     server

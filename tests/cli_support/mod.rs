@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use druidctl::sim::apiserver::{ApiServer, HttpEndpoint};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube_sim::{ApiServer, HttpEndpoint};
 use serde_json::{Value, json};
 
 /// Namespace of the kubeconfig's current context.
@@ -46,7 +46,7 @@ impl Fixture {
     /// `shoot--a/etcd-main`, `shoot--a/etcd-events` (spec reconcile suspended), `shoot--b/etcd-other`.
     pub async fn start() -> Fixture {
         let server = ApiServer::new();
-        server.register_upstream_crds().expect("upstream CRDs register");
+        landscape::register_upstream_crds(&server).expect("upstream CRDs register");
         let client = server.client();
         let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
         for ns in [CONTEXT_NS, "shoot--b"] {

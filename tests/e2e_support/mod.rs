@@ -15,11 +15,11 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use druidctl::sim::apiserver::ApiServer;
-use druidctl::sim::landscape::external::crd_documents;
-use druidctl::sim::landscape::{ExternalServer, Playground, PlaygroundOptions};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
+use kube_sim::ApiServer;
+use landscape::external::crd_documents;
+use landscape::{ExternalServer, Playground, PlaygroundOptions};
 
 /// Kubeconfig of the external API server to run against.
 pub const KUBECONFIG_ENV: &str = "DRUIDCTL_TEST_KUBECONFIG";

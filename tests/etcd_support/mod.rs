@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use druidctl::sim::etcd::snapshot::restore_snapshot_with;
-use druidctl::sim::etcd::{EtcdBackend, EtcdClient, MemberConfig, MemberProcess};
-use druidctl::sim::landscape::backup::{ObjectStore, SnapshotInfo, SnapshotKind};
+use landscape::backup::{ObjectStore, SnapshotInfo, SnapshotKind};
+use landscape::etcd::snapshot::restore_snapshot_with;
+use landscape::etcd::{EtcdBackend, EtcdClient, MemberConfig, MemberProcess};
 
 /// Restores the full snapshot `full` of `store` into a fresh member `restored-0` under `dir` (`r/data`, `r.log`)
 /// and waits until it serves.

@@ -12,12 +12,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use druidctl::api::{Etcd, EtcdOperatorTask};
-use druidctl::sim::landscape::playground::BreakTarget;
-use druidctl::sim::landscape::{BreakKind, Playground};
 use druidctl::tasks::sidecar::{self, Target};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::Api;
 use kube::api::ListParams;
+use landscape::playground::BreakTarget;
+use landscape::{BreakKind, Playground};
 
 /// A ready playground with `members` members; delta snapshots hourly so the last full snapshot is the last backup.
 /// The state directory is `<dir>/playground`.

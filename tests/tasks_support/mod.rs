@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use druidctl::sim::apiserver::ApiServer;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -16,6 +15,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube_sim::ApiServer;
 use serde_json::{Value, json};
 
 pub const NS: &str = "shoot";
@@ -28,7 +28,7 @@ pub fn etcd_ar() -> ApiResource {
 /// A quorate 3-member Etcd with backups, its pods, its client Service.
 pub async fn landscape() -> ApiServer {
     let server = ApiServer::new();
-    server.register_upstream_crds().unwrap();
+    landscape::register_upstream_crds(&server).unwrap();
     server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).unwrap();
     let c = server.client();
     let post = PostParams::default();

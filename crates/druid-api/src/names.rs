@@ -1,0 +1,140 @@
+//! Names of annotations, labels and managed resources that etcd-druid, cert-manager and MCM agree on
+//! (DOMAIN.md, "Annotations and labels on Etcd" and "Resources etcd-druid manages").
+
+/// Older operation annotation; `reconcile` asks etcd-druid to reconcile now. Understood by old and new druid.
+pub const GARDENER_OPERATION: &str = "gardener.cloud/operation";
+/// Newer operation annotation with the same meaning as [`GARDENER_OPERATION`].
+pub const DRUID_OPERATION: &str = "druid.gardener.cloud/operation";
+/// Value of the operation annotations that requests a reconcile.
+pub const OPERATION_RECONCILE: &str = "reconcile";
+/// While present, etcd-druid does not reconcile the Etcd spec (status is still updated).
+pub const SUSPEND_SPEC_RECONCILE: &str = "druid.gardener.cloud/suspend-etcd-spec-reconcile";
+/// While present, the EtcdComponents webhook lets UPDATE/DELETE of managed resources through.
+pub const DISABLE_COMPONENT_PROTECTION: &str = "druid.gardener.cloud/disable-etcd-component-protection";
+/// Older spelling of [`DISABLE_COMPONENT_PROTECTION`]; still honoured when reading.
+pub const DISABLE_RESOURCE_PROTECTION_LEGACY: &str = "druid.gardener.cloud/disable-resource-protection";
+/// On an EtcdMember: the new member starts as a learner.
+pub const CREATE_AS_LEARNER: &str = "druid.gardener.cloud/create-as-learner";
+/// On the StatefulSet: a scale-up from 1 to n members is in progress.
+pub const SCALED_TO_MULTI_NODE: &str = "gardener.cloud/scaled-to-multi-node";
+
+/// Label naming the Etcd a managed resource belongs to.
+pub const LABEL_PART_OF: &str = "app.kubernetes.io/part-of";
+/// Label set to `etcd-druid` on every managed resource.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`].
+pub const MANAGED_BY_DRUID: &str = "etcd-druid";
+/// Older label naming the Etcd a resource belongs to.
+pub const LABEL_INSTANCE_LEGACY: &str = "instance";
+/// Older label, value `etcd`.
+pub const LABEL_NAME_LEGACY: &str = "name";
+
+/// Label on a Machine that makes MCM skip the drain when it is deleted (value `"True"`).
+pub const MACHINE_FORCE_DELETION: &str = "force-deletion";
+/// Annotation on a Node that asks MCM to delete its Machine (value `"true"`).
+pub const NODE_TRIGGER_DELETION_BY_MCM: &str = "node.machine.sapcloud.io/trigger-deletion-by-mcm";
+/// Machine priority annotation (default 3; lower is deleted first on scale-down).
+pub const MACHINE_PRIORITY: &str = "machinepriority.machine.sapcloud.io";
+/// Label on a Machine naming its Node.
+pub const MACHINE_NODE_LABEL: &str = "node";
+
+/// DWD prober: the replica count a dependent had before it was scaled down.
+pub const DWD_REPLICAS: &str = "dependency-watchdog.gardener.cloud/replicas";
+/// DWD prober: opt a resource out of scaling.
+pub const DWD_IGNORE_SCALING: &str = "dependency-watchdog.gardener.cloud/ignore-scaling";
+
+/// Name of the StatefulSet volume that mounts the etcd configuration ConfigMap.
+pub const CONFIG_VOLUME: &str = "etcd-config-file";
+
+/// Names of the resources etcd-druid manages for one Etcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedNames {
+    etcd: String,
+    claim_template: String,
+}
+
+impl ManagedNames {
+    /// Names for Etcd `etcd`; `volume_claim_template` is `spec.volumeClaimTemplate` (defaults to the Etcd name).
+    pub fn new(etcd: &str, volume_claim_template: Option<&str>) -> Self {
+        ManagedNames { etcd: etcd.to_string(), claim_template: volume_claim_template.unwrap_or(etcd).to_string() }
+    }
+    /// The StatefulSet, PodDisruptionBudget and ServiceAccount name.
+    pub fn statefulset(&self) -> String {
+        self.etcd.clone()
+    }
+    /// Pod of member `i`.
+    pub fn pod(&self, i: u32) -> String {
+        format!("{}-{i}", self.etcd)
+    }
+    /// PVC of member `i`: `<claimTemplate>-<etcd>-<i>`.
+    pub fn pvc(&self, i: u32) -> String {
+        format!("{}-{}-{i}", self.claim_template, self.etcd)
+    }
+    /// Member lease of member `i` (same as the pod name).
+    pub fn member_lease(&self, i: u32) -> String {
+        self.pod(i)
+    }
+    /// Lease whose renewTime is the time of the last full snapshot.
+    pub fn full_snapshot_lease(&self) -> String {
+        format!("{}-full-snap", self.etcd)
+    }
+    /// Lease whose renewTime is the time of the last delta snapshot.
+    pub fn delta_snapshot_lease(&self) -> String {
+        format!("{}-delta-snap", self.etcd)
+    }
+    /// Client service.
+    pub fn client_service(&self) -> String {
+        format!("{}-client", self.etcd)
+    }
+    /// Peer service.
+    pub fn peer_service(&self) -> String {
+        format!("{}-peer", self.etcd)
+    }
+    /// Newer name of the configuration ConfigMap (older druid uses `etcd-bootstrap-<hash>`).
+    pub fn config_map(&self) -> String {
+        format!("{}-config", self.etcd)
+    }
+    /// Role and RoleBinding.
+    pub fn role(&self) -> String {
+        format!("druid.gardener.cloud:etcd:{}", self.etcd)
+    }
+    /// Snapshot compaction Job.
+    pub fn compaction_job(&self) -> String {
+        format!("{}-compactor", self.etcd)
+    }
+    /// Label selector for the managed resources (newer labels).
+    pub fn selector(&self) -> String {
+        format!("{LABEL_PART_OF}={},{LABEL_MANAGED_BY}={MANAGED_BY_DRUID}", self.etcd)
+    }
+    /// Label selector for resources labelled the older way.
+    pub fn legacy_selector(&self) -> String {
+        format!("{LABEL_INSTANCE_LEGACY}={},{LABEL_NAME_LEGACY}=etcd", self.etcd)
+    }
+}
+
+/// Label MCM puts on a Node naming its Machine (MCM `machineutils.MachineLabelKey` in
+/// `pkg/util/provider/machineutils/utils.go`, added by gardener/machine-controller-manager#919); the other
+/// direction is the Machine's `node` label (seeds/004 ~1913: `machine.Labels['node'] = nodeName`).
+pub const NODE_MACHINE_NAME_LABEL: &str = "node.gardener.cloud/machine-name";
+
+/// Annotation (on the `E-client` Service for the leader, on a Pod for its member) with the `host:port` of a
+/// sidecar the API server's proxy cannot reach; requests then go there directly.
+pub const ANNOTATION_DIRECT_ADDRESS: &str = "playground.druidctl.gardener.cloud/backup-api-direct";
+
+/// Pod annotation naming the `https://host:port` URL where the member serves client TLS, when that is not
+/// `status.podIP` and the Etcd's client port (set by the playground; usable for a port-forward).
+pub const CLIENT_TLS_URL_ANNOTATION: &str = "playground.druidctl.gardener.cloud/etcd-client-tls-url";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pvc_names_follow_the_claim_template() {
+        let n = ManagedNames::new("etcd-main", Some("main-etcd"));
+        assert_eq!(n.pvc(0), "main-etcd-etcd-main-0");
+        assert_eq!(ManagedNames::new("etcd-main", None).pvc(2), "etcd-main-etcd-main-2");
+        assert_eq!(n.full_snapshot_lease(), "etcd-main-full-snap");
+        assert_eq!(n.role(), "druid.gardener.cloud:etcd:etcd-main");
+    }
+}

@@ -1,0 +1,372 @@
+//! The etcd-druid actor: managed resources for every Etcd, the Etcd status, and the rules of the
+//! EtcdComponents webhook.
+//!
+//! The spec is reconciled when the Etcd is new, its generation changed, or it carries
+//! `operation: reconcile` (removed afterwards) — never while `suspend-etcd-spec-reconcile` is set. The
+//! status is computed on every pass, suspended or not. After a quorum-loss recovery the reconcile puts
+//! `initial-cluster` and the StatefulSet back to `spec.replicas`; the new members join as learners
+//! (the sidecar's decision, see [`super::member`]).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use super::resources;
+use super::status::{BackupObservation, EtcdObservation, MemberObservation, carry_transition_times, compute_status};
+use super::{Ctx, LandscapeError, tick};
+use druid_api::Etcd;
+use druid_api::names::{
+    DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY, DRUID_OPERATION, GARDENER_OPERATION,
+    LABEL_PART_OF, OPERATION_RECONCILE, SCALED_TO_MULTI_NODE, SUSPEND_SPEC_RECONCILE,
+};
+
+/// The user the druid actor acts as (exempt from component protection).
+pub const DRUID_USER: &str = "system:serviceaccount:garden:etcd-druid";
+
+/// Runs the actor until the landscape stops.
+pub(crate) async fn run(ctx: Arc<Ctx>) {
+    while tick(&ctx).await {
+        if let Err(e) = pass(&ctx).await {
+            tracing::debug!(error = %e, "druid pass failed");
+        }
+    }
+}
+
+async fn pass(ctx: &Ctx) -> Result<(), LandscapeError> {
+    let client = ctx.clients.druid.clone();
+    let api: Api<Etcd> = match &ctx.opts.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let etcds = api.list(&ListParams::default()).await.map_err(|e| LandscapeError::kube("list etcds", e))?;
+    for etcd in etcds.items {
+        if etcd.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = etcd.metadata.name.clone().unwrap_or_default();
+        if let Err(e) = reconcile(ctx, &client, etcd).await {
+            tracing::debug!(etcd = %name, error = %e, "druid reconcile failed");
+        }
+    }
+    Ok(())
+}
+
+/// Whether the Etcd asks for a spec reconcile now.
+pub fn wants_spec_reconcile(etcd: &Etcd) -> bool {
+    let ann = etcd.metadata.annotations.clone().unwrap_or_default();
+    if ann.contains_key(SUSPEND_SPEC_RECONCILE) {
+        return false;
+    }
+    let requested = [GARDENER_OPERATION, DRUID_OPERATION]
+        .iter()
+        .any(|k| ann.get(*k).map(String::as_str) == Some(OPERATION_RECONCILE));
+    let observed = etcd.status.as_ref().and_then(|s| s.observed_generation);
+    requested || observed.is_none() || observed != etcd.metadata.generation
+}
+
+/// Whether component protection is off for this Etcd.
+pub fn protection_disabled(annotations: &Value) -> bool {
+    [DISABLE_COMPONENT_PROTECTION, DISABLE_RESOURCE_PROTECTION_LEGACY].iter().any(|k| annotations.get(*k).is_some())
+}
+
+/// The EtcdComponents webhook's verdict on a change by `user` to a resource of kind `resource`
+/// (`subresource` e.g. `status`) that belongs to an Etcd with `etcd_annotations`: `Err(reason)` denies.
+pub fn component_protection_verdict(
+    resource: &str,
+    subresource: Option<&str>,
+    is_update: bool,
+    user: &str,
+    exempt_users: &[&str],
+    etcd_annotations: &Value,
+) -> Result<(), String> {
+    const PROTECTED: &[&str] = &[
+        "statefulsets",
+        "configmaps",
+        "services",
+        "leases",
+        "poddisruptionbudgets",
+        "serviceaccounts",
+        "roles",
+        "rolebindings",
+    ];
+    if !PROTECTED.contains(&resource) || subresource == Some("status") || exempt_users.contains(&user) {
+        return Ok(());
+    }
+    // Members' sidecars renew their leases all the time.
+    if resource == "leases" && is_update {
+        return Ok(());
+    }
+    if protection_disabled(etcd_annotations) {
+        return Ok(());
+    }
+    Err(format!(
+        "changes to {resource} managed by etcd-druid are blocked by the EtcdComponents webhook; annotate the Etcd with {DISABLE_COMPONENT_PROTECTION} first"
+    ))
+}
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+async fn create_or_patch(client: &Client, ns: &str, obj: Value, patch_existing: bool) -> Result<(), LandscapeError> {
+    let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+    let (group, version) = match obj["apiVersion"].as_str().unwrap_or_default().split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), obj["apiVersion"].as_str().unwrap_or_default().to_string()),
+    };
+    let plural = match kind.as_str() {
+        "PodDisruptionBudget" => "poddisruptionbudgets".to_string(),
+        k => format!("{}s", k.to_lowercase()),
+    };
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar(&group, &version, &kind, &plural));
+    match api.get_opt(&name).await.map_err(|e| LandscapeError::kube(format!("get {kind} {ns}/{name}"), e))? {
+        None => {
+            let dyn_obj: DynamicObject =
+                serde_json::from_value(obj).map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
+            match api.create(&PostParams::default(), &dyn_obj).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => Err(LandscapeError::kube(format!("create {kind} {ns}/{name}"), e)),
+            }
+        }
+        Some(_) if patch_existing => {
+            let mut patch = obj.clone();
+            if let Some(m) = patch["metadata"].as_object_mut() {
+                m.remove("ownerReferences");
+            }
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| LandscapeError::kube(format!("patch {kind} {ns}/{name}"), e))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+async fn reconcile(ctx: &Ctx, client: &Client, etcd: Etcd) -> Result<(), LandscapeError> {
+    let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+    let name = etcd.metadata.name.clone().unwrap_or_default();
+    let names = etcd.managed_names();
+    let etcd_api: Api<Etcd> = Api::namespaced(client.clone(), &ns);
+    let reconciled_now = wants_spec_reconcile(&etcd);
+    if reconciled_now {
+        let replicas = etcd.spec.replicas;
+        let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+        let existing =
+            sts_api.get_opt(&names.statefulset()).await.map_err(|e| LandscapeError::kube("get statefulset", e))?;
+        let mut objects = vec![resources::service_account(&etcd), resources::config_map(&etcd, replicas)];
+        objects.extend(resources::services(&etcd));
+        objects.push(resources::pod_disruption_budget(&etcd));
+        for o in objects {
+            create_or_patch(client, &ns, o, true).await?;
+        }
+        for l in resources::leases(&etcd, replicas, ctx.opts.lease_seconds) {
+            create_or_patch(client, &ns, l, false).await?;
+        }
+        let mut sts = resources::stateful_set(&etcd, replicas);
+        if let Some(old) = &existing
+            && old.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0) < replicas
+            && old.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0) > 0
+        {
+            sts["metadata"]["annotations"] = json!({SCALED_TO_MULTI_NODE: ""});
+        }
+        create_or_patch(client, &ns, sts, true).await?;
+        let mut meta_patch = json!({"metadata": {"annotations": {}}});
+        let ann = etcd.metadata.annotations.clone().unwrap_or_default();
+        for k in [GARDENER_OPERATION, DRUID_OPERATION] {
+            if ann.contains_key(k) {
+                meta_patch["metadata"]["annotations"][k] = Value::Null;
+            }
+        }
+        if meta_patch["metadata"]["annotations"].as_object().is_some_and(|m| !m.is_empty()) {
+            etcd_api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&meta_patch))
+                .await
+                .map_err(|e| LandscapeError::kube("remove operation annotation", e))?;
+        }
+    }
+    let status = observe_status(ctx, client, &etcd, reconciled_now).await?;
+    let old = etcd.status.as_ref().map(|s| serde_json::to_value(s).unwrap_or_default()).unwrap_or(Value::Null);
+    let mut new = status;
+    carry_transition_times(&mut new, &old);
+    if reconciled_now {
+        let now = jiff::Timestamp::now().to_string();
+        new["lastOperation"] = json!({"type": "Reconcile", "state": "Succeeded", "description": "Reconciliation succeeded",
+            "runID": uuid::Uuid::new_v4().to_string(), "lastUpdateTime": now});
+    } else if let Some(lo) = old.get("lastOperation") {
+        new["lastOperation"] = lo.clone();
+    }
+    if !status_equal(&new, &old) {
+        etcd_api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": new})))
+            .await
+            .map_err(|e| LandscapeError::kube("update etcd status", e))?;
+    }
+    Ok(())
+}
+
+/// Compares two statuses ignoring update timestamps the API server may reformat.
+fn status_equal(a: &Value, b: &Value) -> bool {
+    fn strip(v: &Value) -> Value {
+        let mut v = v.clone();
+        for list in ["conditions", "members"] {
+            if let Some(items) = v[list].as_array_mut() {
+                for i in items {
+                    if let Some(o) = i.as_object_mut() {
+                        o.remove("lastUpdateTime");
+                        o.remove("lastTransitionTime");
+                    }
+                }
+            }
+        }
+        v
+    }
+    let (a, b) = (strip(a), strip(b));
+    a.as_object().is_some_and(|ao| ao.iter().all(|(k, v)| b.get(k) == Some(v)))
+}
+
+async fn observe_status(
+    ctx: &Ctx,
+    client: &Client,
+    etcd: &Etcd,
+    reconciled_now: bool,
+) -> Result<Value, LandscapeError> {
+    let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+    let names = etcd.managed_names();
+    let sts = Api::<StatefulSet>::namespaced(client.clone(), &ns)
+        .get_opt(&names.statefulset())
+        .await
+        .map_err(|e| LandscapeError::kube("get statefulset", e))?;
+    let sts_replicas = sts.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas).unwrap_or(0);
+    let selector = format!("{LABEL_PART_OF}={}", etcd.metadata.name.clone().unwrap_or_default());
+    let lp = ListParams::default().labels(&selector);
+    let leases = Api::<Lease>::namespaced(client.clone(), &ns)
+        .list(&lp)
+        .await
+        .map_err(|e| LandscapeError::kube("list leases", e))?;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&lp)
+        .await
+        .map_err(|e| LandscapeError::kube("list pods", e))?;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
+        .list(&lp)
+        .await
+        .map_err(|e| LandscapeError::kube("list pvcs", e))?;
+    let lease = |n: &str| leases.items.iter().find(|l| l.metadata.name.as_deref() == Some(n));
+    let pod_ready = |n: &str| {
+        pods.items.iter().any(|p| {
+            p.metadata.name.as_deref() == Some(n)
+                && p.metadata.deletion_timestamp.is_none()
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+    };
+    let members = (0..sts_replicas.max(0) as u32)
+        .map(|i| {
+            let n = names.pod(i);
+            let spec = lease(&names.member_lease(i)).and_then(|l| l.spec.clone()).unwrap_or_default();
+            MemberObservation {
+                name: n.clone(),
+                holder: spec.holder_identity.clone(),
+                renew_time: spec.renew_time.as_ref().map(|t| t.0),
+                lease_seconds: spec.lease_duration_seconds.unwrap_or(ctx.opts.lease_seconds) as i64,
+                pod_ready: pod_ready(&n),
+            }
+        })
+        .collect();
+    let renew = |n: String| lease(&n).and_then(|l| l.spec.as_ref()).and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+    let backup = BackupObservation {
+        enabled: etcd.backups_enabled(),
+        full_renewed: renew(names.full_snapshot_lease()),
+        delta_renewed: renew(names.delta_snapshot_lease()),
+        delta_period_seconds: etcd
+            .spec
+            .backup
+            .delta_snapshot_period
+            .as_deref()
+            .and_then(super::member::parse_go_duration)
+            .unwrap_or(ctx.opts.delta_snapshot_interval)
+            .as_secs() as i64,
+    };
+    let volumes = (0..sts_replicas.max(0) as u32)
+        .map(|i| {
+            let n = names.pvc(i);
+            let bound = pvcs.items.iter().any(|p| {
+                p.metadata.name.as_deref() == Some(n.as_str())
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+            });
+            (n, bound)
+        })
+        .collect();
+    let current = pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32;
+    let ready = pods.items.iter().filter(|p| p.metadata.name.as_deref().is_some_and(&pod_ready)).count() as i32;
+    let observed_generation = if reconciled_now {
+        etcd.metadata.generation
+    } else {
+        etcd.status.as_ref().and_then(|s| s.observed_generation)
+    };
+    let obs = EtcdObservation {
+        observed_generation,
+        sts_replicas,
+        current_replicas: current,
+        ready_replicas: ready,
+        members,
+        backup,
+        volumes,
+        selector: format!(
+            "{LABEL_PART_OF}={},app.kubernetes.io/managed-by=etcd-druid",
+            etcd.metadata.name.clone().unwrap_or_default()
+        ),
+        selector_labels: [
+            (LABEL_PART_OF.to_string(), etcd.metadata.name.clone().unwrap_or_default()),
+            ("app.kubernetes.io/managed-by".to_string(), "etcd-druid".to_string()),
+        ]
+        .into(),
+    };
+    Ok(compute_status(&obs, jiff::Timestamp::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protection_blocks_operators_until_disabled_but_never_lease_renewals() {
+        let on = json!({});
+        let off = json!({DISABLE_COMPONENT_PROTECTION: ""});
+        assert!(component_protection_verdict("statefulsets", None, true, "alice", &[DRUID_USER], &on).is_err());
+        assert!(
+            component_protection_verdict("statefulsets", Some("scale"), true, "alice", &[DRUID_USER], &on).is_err()
+        );
+        assert!(component_protection_verdict("statefulsets", None, true, "alice", &[DRUID_USER], &off).is_ok());
+        assert!(component_protection_verdict("statefulsets", None, true, DRUID_USER, &[DRUID_USER], &on).is_ok());
+        assert!(component_protection_verdict("leases", None, true, "alice", &[DRUID_USER], &on).is_ok());
+        assert!(component_protection_verdict("leases", None, false, "alice", &[DRUID_USER], &on).is_err());
+        assert!(
+            component_protection_verdict("persistentvolumeclaims", None, false, "alice", &[DRUID_USER], &on).is_ok()
+        );
+        assert!(
+            component_protection_verdict("statefulsets", Some("status"), true, "alice", &[DRUID_USER], &on).is_ok()
+        );
+    }
+
+    #[test]
+    fn spec_reconcile_runs_on_new_generation_or_annotation_unless_suspended() {
+        let mut e = super::resources::tests::etcd(3);
+        assert!(wants_spec_reconcile(&e), "never reconciled");
+        e.status = Some(serde_json::from_value(json!({"observedGeneration": 1})).unwrap());
+        assert!(!wants_spec_reconcile(&e));
+        e.metadata.annotations = Some([(GARDENER_OPERATION.to_string(), "reconcile".to_string())].into());
+        assert!(wants_spec_reconcile(&e));
+        e.metadata.annotations.as_mut().unwrap().insert(SUSPEND_SPEC_RECONCILE.into(), "true".into());
+        assert!(!wants_spec_reconcile(&e));
+    }
+}

@@ -1,0 +1,199 @@
+//! What etcd-druid runs as Jobs, done for real on the local object stores:
+//!
+//! - the snapshot compaction Job `E-compactor` (batch/v1, created by druid or by a task): the newest full
+//!   snapshot plus its deltas are restored into a scratch etcd and saved as one new full snapshot; the
+//!   Job then reports `Complete` (or `Failed`), and `E-full-snap` moves to the compacted revision;
+//! - `EtcdCopyBackupsTask`: snapshots are copied from `spec.sourceStore` to `spec.targetStore` (newest
+//!   `maxBackups` full snapshots when set); the task's condition `Succeeded` (or `Failed`) says how it went.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use super::backup::ObjectStore;
+use super::{Ctx, LandscapeError, micro_time_now, tick};
+use crate::etcd::snapshot::restore_snapshot_with;
+use crate::etcd::{MemberConfig, MemberProcess};
+use druid_api::Etcd;
+
+/// Runs the actor until the landscape stops.
+pub(crate) async fn run(ctx: Arc<Ctx>) {
+    while tick(&ctx).await {
+        if let Err(e) = pass(&ctx).await {
+            tracing::debug!(error = %e, "jobs pass failed");
+        }
+    }
+}
+
+fn copy_tasks_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "EtcdCopyBackupsTask"),
+        "etcdcopybackupstasks",
+    )
+}
+
+async fn pass(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
+    let client = ctx.clients.druid.clone();
+    let etcds = match &ctx.opts.namespace {
+        Some(ns) => Api::<Etcd>::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+    .list(&ListParams::default())
+    .await
+    .map_err(|e| LandscapeError::kube("list etcds", e))?;
+    for etcd in etcds.items {
+        let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+        let job_name = etcd.managed_names().compaction_job();
+        let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+        if let Ok(Some(job)) = jobs.get_opt(&job_name).await
+            && job.status.as_ref().and_then(|s| s.completion_time.as_ref()).is_none()
+            && job.status.as_ref().and_then(|s| s.failed).unwrap_or(0) == 0
+        {
+            spawn_once(ctx, format!("{ns}/job/{job_name}"), {
+                let (ctx, client) = (ctx.clone(), client.clone());
+                async move { compact(&ctx, &client, &etcd, &job_name).await }
+            });
+        }
+    }
+    let tasks_api: Api<DynamicObject> = match &ctx.opts.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &copy_tasks_resource()),
+        None => Api::all_with(client.clone(), &copy_tasks_resource()),
+    };
+    if let Ok(tasks) = tasks_api.list(&ListParams::default()).await {
+        for t in tasks.items {
+            let done = t.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| (c["type"] == "Succeeded" || c["type"] == "Failed") && c["status"] == "True")
+            });
+            if done {
+                continue;
+            }
+            let ns = t.metadata.namespace.clone().unwrap_or_default();
+            let name = t.metadata.name.clone().unwrap_or_default();
+            spawn_once(ctx, format!("{ns}/copy/{name}"), {
+                let (ctx, client) = (ctx.clone(), client.clone());
+                async move { copy_backups(&ctx, &client, t).await }
+            });
+        }
+    }
+    Ok(())
+}
+
+fn spawn_once(ctx: &Arc<Ctx>, key: String, work: impl std::future::Future<Output = ()> + Send + 'static) {
+    if !ctx.busy.lock().expect("busy").insert(key.clone()) {
+        return;
+    }
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        work.await;
+        ctx.busy.lock().expect("busy").remove(&key);
+    });
+}
+
+async fn compact(ctx: &Ctx, client: &Client, etcd: &Etcd, job_name: &str) {
+    let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+    let jobs = Api::<Job>::namespaced(client.clone(), &ns);
+    let start = jiff::Timestamp::now().to_string();
+    let _ = jobs
+        .patch_status(
+            job_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"startTime": start, "active": 1}})),
+        )
+        .await;
+    let result = compact_store(ctx, client, etcd).await;
+    let now = jiff::Timestamp::now().to_string();
+    let status = match &result {
+        Ok(msg) => {
+            json!({"status": {"active": 0, "succeeded": 1, "startTime": start, "completionTime": now, "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "message": msg, "lastTransitionTime": now, "lastProbeTime": now},
+            {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": msg, "lastTransitionTime": now, "lastProbeTime": now}]}})
+        }
+        Err(e) => json!({"status": {"active": 0, "failed": 1, "startTime": start, "conditions": [
+            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": e, "lastTransitionTime": now, "lastProbeTime": now},
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": e, "lastTransitionTime": now, "lastProbeTime": now}]}}),
+    };
+    if let Err(e) = jobs.patch_status(job_name, &PatchParams::default(), &Patch::Merge(&status)).await {
+        tracing::warn!(job = %job_name, error = %e, "compaction job status not written");
+    }
+}
+
+/// Restores the newest full snapshot and its deltas into a scratch etcd and saves the result as one full
+/// snapshot; returns a message for the Job's condition.
+async fn compact_store(ctx: &Ctx, client: &Client, etcd: &Etcd) -> Result<String, String> {
+    let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+    let store = etcd.spec.backup.store.as_ref().ok_or("backups are not configured for this Etcd")?;
+    let store = ObjectStore::new(ctx.store_dir(&ns, &store.prefix));
+    let (full, deltas) = store.latest_chain().ok_or("no full snapshot in the object store")?;
+    if deltas.is_empty() {
+        return Ok(format!("nothing to compact: {} has no deltas after it", full.snap_name));
+    }
+    let scratch = tempfile_dir(ctx)?;
+    let mut cfg = MemberConfig::new("compactor", scratch.join("data"), scratch.join("compactor.log"));
+    cfg.heartbeat_ms = ctx.opts.heartbeat_ms;
+    cfg.election_ms = ctx.opts.election_ms;
+    restore_snapshot_with(&ctx.etcd, &store.path(&full), &cfg).await.map_err(|e| e.to_string())?;
+    let member = MemberProcess::spawn_with(&ctx.etcd, cfg).map_err(|e| e.to_string())?;
+    member.wait_serving(Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
+    let c = member.client();
+    let mut applied = 0;
+    for d in &deltas {
+        applied += store.apply_delta(&c, d).await.map_err(|e| e.to_string())?;
+    }
+    let newest = deltas.last().unwrap_or(&full);
+    let last = newest.last_revision;
+    let info = store.take_full_as(&c, Some(newest)).await.map_err(|e| e.to_string())?;
+    drop(member);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let lease = Api::<Lease>::namespaced(client.clone(), &ns);
+    let patch = json!({"spec": {"holderIdentity": last.to_string(), "renewTime": micro_time_now()}});
+    let _ =
+        lease.patch(&etcd.managed_names().full_snapshot_lease(), &PatchParams::default(), &Patch::Merge(&patch)).await;
+    Ok(format!(
+        "compacted {} and {} delta snapshots ({applied} changes) into {}",
+        full.snap_name,
+        deltas.len(),
+        info.snap_name
+    ))
+}
+
+fn tempfile_dir(ctx: &Ctx) -> Result<std::path::PathBuf, String> {
+    let dir = ctx.opts.state_dir.join("scratch").join(uuid::Uuid::new_v4().to_string());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+async fn copy_backups(ctx: &Ctx, client: &Client, task: DynamicObject) {
+    let ns = task.metadata.namespace.clone().unwrap_or_default();
+    let name = task.metadata.name.clone().unwrap_or_default();
+    let spec = &task.data["spec"];
+    let prefix = |v: &Value| v["prefix"].as_str().map(str::to_string);
+    let result = match (prefix(&spec["sourceStore"]), prefix(&spec["targetStore"])) {
+        (Some(src), Some(dst)) => {
+            let max = spec["maxBackups"].as_u64().map(|n| n as usize);
+            ObjectStore::new(ctx.store_dir(&ns, &src))
+                .copy_to(&ObjectStore::new(ctx.store_dir(&ns, &dst)), max)
+                .map(|n| format!("copied {n} snapshots from {src} to {dst}"))
+                .map_err(|e| e.to_string())
+        }
+        _ => Err("spec.sourceStore.prefix and spec.targetStore.prefix are required".to_string()),
+    };
+    let now = jiff::Timestamp::now().to_string();
+    let (t, reason, message) = match &result {
+        Ok(m) => ("Succeeded", "CopyBackupsSucceeded", m.clone()),
+        Err(e) => ("Failed", "CopyBackupsFailed", e.clone()),
+    };
+    let mut status = json!({"status": {"observedGeneration": task.metadata.generation, "conditions": [
+        {"type": t, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now, "lastUpdateTime": now}]}});
+    if let Err(e) = &result {
+        status["status"]["lastError"] = json!(e);
+    }
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &copy_tasks_resource());
+    if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+        tracing::warn!(task = %name, error = %e, "copy-backups status not written");
+    }
+}
