@@ -34,6 +34,7 @@ esac
 
 command -v cargo >/dev/null 2>&1 || { echo "install.sh: cargo is required (https://rustup.rs)" >&2; exit 1; }
 # DRUIDCTL_CARGO_FLAGS=--debug (with CARGO_TARGET_DIR=target) reuses a development build.
+echo "install.sh: compiling druidctl from source with cargo; this takes several minutes on 2 cores (cargo shows its progress)"
 cargo install --path . --locked --root "$PREFIX" --force ${DRUIDCTL_CARGO_FLAGS:-}
 mkdir -p "$BIN" "$MAN" "$BASH_DIR" "$ZSH_DIR" "$FISH_DIR"
 ln -sf druidctl "$BIN/kubectl-druid"

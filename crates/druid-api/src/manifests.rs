@@ -5,8 +5,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, Namespace, PodSpec, PodTemplateSpec, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, Namespace, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SeccompProfile, SecurityContext, ServiceAccount,
+};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
@@ -107,7 +111,10 @@ pub fn cluster_roles() -> Vec<Value> {
     vec![to_value(&operator), to_value(&serve)]
 }
 
-/// The `serve` Deployment and what it needs (Namespace, ServiceAccount, ClusterRoleBinding).
+/// The user and group id the serve image runs as (distroless `nonroot`).
+pub const SERVE_UID: i64 = 65532;
+
+/// The `serve` Deployment with its namespace, ServiceAccount and ClusterRoleBinding.
 pub fn serve_deployment(image: &str, namespace: &str) -> Vec<Value> {
     let ns = Namespace { metadata: meta(namespace, None), ..Default::default() };
     let sa = ServiceAccount { metadata: meta(SERVE_NAME, Some(namespace)), ..Default::default() };
@@ -136,10 +143,34 @@ pub fn serve_deployment(image: &str, namespace: &str) -> Vec<Value> {
                 metadata: Some(ObjectMeta { labels: Some(pod_labels), ..Default::default() }),
                 spec: Some(PodSpec {
                     service_account_name: Some(SERVE_NAME.into()),
+                    // The image (Containerfile) runs as distroless' numeric nonroot user; a numeric id lets the
+                    // kubelet verify `runAsNonRoot` (it cannot for a user name).
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(SERVE_UID),
+                        run_as_group: Some(SERVE_UID),
+                        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
+                        ..Default::default()
+                    }),
                     containers: vec![Container {
                         name: "serve".into(),
                         image: Some(image.into()),
                         args: Some(vec!["serve".into()]),
+                        // serve writes nothing to disk: logs go to stderr, state lives in the API server.
+                        security_context: Some(SecurityContext {
+                            allow_privilege_escalation: Some(false),
+                            read_only_root_filesystem: Some(true),
+                            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
+                            ..Default::default()
+                        }),
+                        resources: Some(ResourceRequirements {
+                            requests: Some(BTreeMap::from([
+                                ("cpu".to_string(), Quantity("50m".into())),
+                                ("memory".to_string(), Quantity("64Mi".into())),
+                            ])),
+                            limits: Some(BTreeMap::from([("memory".to_string(), Quantity("256Mi".into()))])),
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     }],
                     ..Default::default()
