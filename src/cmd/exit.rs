@@ -110,6 +110,11 @@ pub fn classify(err: &anyhow::Error) -> ExitCode {
                 PromptError::Io(_) => ExitCode::Failed,
             };
         }
+        if let Some(druidctl::certs::renew::CertError::ManagedByGardener { .. }) =
+            cause.downcast_ref::<druidctl::certs::renew::CertError>()
+        {
+            return ExitCode::Rejected;
+        }
         if cause.is::<OutputError>() {
             return ExitCode::Failed;
         }

@@ -250,6 +250,7 @@ impl Etcd {
             self.metadata.name.as_deref().unwrap_or_default(),
             self.spec.volume_claim_template.as_deref(),
         )
+        .with_member_name_prefix(self.spec.member_name_prefix.as_deref())
     }
     /// Whether backups are configured (`spec.backup.store` present).
     pub fn backups_enabled(&self) -> bool {
