@@ -50,7 +50,7 @@ fn fill_times(text: &str, now: Timestamp) -> String {
         let t = now - parse_duration(d);
         out.push_str(&match kind {
             "ago" => t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            "micro-ago" => t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string(),
+            "micro-ago" => t.strftime("%Y-%m-%dT%H:%M:%S.000000Z").to_string(),
             other => panic!("placeholder {other}"),
         });
         rest = &rest[end + 2..];

@@ -156,9 +156,8 @@ async fn send_tls(
     let tcp = tokio::net::TcpStream::connect(target).await.map_err(|e| e.to_string())?;
     let name = rustls::pki_types::ServerName::IpAddress(target.ip().into());
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| e.to_string())?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
     tokio::spawn(conn);
     sender.send_request(out).await.map_err(|e| e.to_string())
 }
@@ -184,7 +183,12 @@ impl tokio_rustls::rustls::client::danger::ServerCertVerifier for SkipVerify {
         cert: &tokio_rustls::rustls::pki_types::CertificateDer<'_>,
         dss: &tokio_rustls::rustls::DigitallySignedStruct,
     ) -> Result<tokio_rustls::rustls::client::danger::HandshakeSignatureValid, tokio_rustls::rustls::Error> {
-        tokio_rustls::rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        tokio_rustls::rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
     fn verify_tls13_signature(
         &self,
@@ -192,7 +196,12 @@ impl tokio_rustls::rustls::client::danger::ServerCertVerifier for SkipVerify {
         cert: &tokio_rustls::rustls::pki_types::CertificateDer<'_>,
         dss: &tokio_rustls::rustls::DigitallySignedStruct,
     ) -> Result<tokio_rustls::rustls::client::danger::HandshakeSignatureValid, tokio_rustls::rustls::Error> {
-        tokio_rustls::rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        tokio_rustls::rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
     fn supported_verify_schemes(&self) -> Vec<tokio_rustls::rustls::SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
@@ -284,7 +293,8 @@ mod tests {
         use std::sync::Arc;
         use tokio_rustls::rustls;
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["etcd-main-local".to_string()]).unwrap().self_signed(&key).unwrap();
+        let cert =
+            rcgen::CertificateParams::new(vec!["etcd-main-local".to_string()]).unwrap().self_signed(&key).unwrap();
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -331,7 +341,9 @@ mod tests {
         server.register_pod_backend("default", "etcd-main-0", 8080, echo_backend().await);
         assert_eq!(send(&admin, http::Method::POST, https).await, Err(503));
         assert_eq!(
-            send(&admin, http::Method::POST, "/api/v1/namespaces/default/pods/http:etcd-main-0:8080/proxy/x").await.unwrap(),
+            send(&admin, http::Method::POST, "/api/v1/namespaces/default/pods/http:etcd-main-0:8080/proxy/x")
+                .await
+                .unwrap(),
             "pod saw POST /x HTTP/1.1"
         );
     }
