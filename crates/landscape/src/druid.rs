@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -314,7 +314,8 @@ async fn observe_status(
     let volume_warnings = events
         .iter()
         .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("PersistentVolumeClaim")
+            e.type_.as_deref() == Some("Warning")
+                && e.involved_object.kind.as_deref() == Some("PersistentVolumeClaim")
                 && e.involved_object.name.as_ref().is_some_and(|n| pvc_names.contains(n))
         })
         .filter_map(|e| e.message.clone())

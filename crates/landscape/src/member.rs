@@ -297,8 +297,7 @@ impl MemberRuntime {
             .and_then(|h| h.parse::<i64>().ok());
         let revision = current.map_or(revision, |c| c.max(revision));
         let renew = match (full, taken_at) {
-            (true, Some(t)) => serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(t))
-                .unwrap_or_else(|_| micro_time_now()),
+            (true, Some(t)) => t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string(),
             _ => micro_time_now(),
         };
         let patch = json!({"spec": {"holderIdentity": revision.to_string(), "renewTime": renew}});
