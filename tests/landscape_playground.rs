@@ -354,7 +354,7 @@ async fn failing_backups_turn_backup_ready_false_and_an_apiserver_restart_is_sur
     }
     pg.break_(BreakKind::BackupFailing, &BreakTarget::default()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while backup_reason().await.1 != "IncrementalBackupFailed" {
+    while backup_reason().await.1 != "BackupFailed" {
         assert!(Instant::now() < deadline, "BackupReady never failed: {:?}", backup_reason().await);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

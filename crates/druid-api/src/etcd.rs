@@ -196,7 +196,7 @@ pub struct EtcdMemberStatus {
     pub role: Option<String>,
     /// `Ready`, `NotReady` or `Unknown`.
     pub status: String,
-    /// `LeaseSucceeded`, `LeaseExpired`, `UnknownGracePeriodExceeded`, `PodNotReady`.
+    /// `LeaseSucceeded`, `LeaseExpired`, `ContainersNotReady`, `UnknownGracePeriodExceeded` (etcd-druid `internal/health/etcdmember/check_ready.go`).
     #[serde(default)]
     pub reason: String,
     /// When the status last changed.

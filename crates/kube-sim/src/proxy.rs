@@ -159,7 +159,12 @@ async fn send_tls(
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
     tokio::spawn(conn);
-    sender.send_request(out).await.map_err(|e| e.to_string())
+    // A connection-level client sends the URI as given: origin form, with the authority in Host.
+    let (mut parts, body) = out.into_parts();
+    let origin = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    parts.uri = origin.parse().map_err(|e: http::uri::InvalidUri| e.to_string())?;
+    parts.headers.insert(http::header::HOST, target.to_string().parse().map_err(|_| "invalid host".to_string())?);
+    sender.send_request(Request::from_parts(parts, body)).await.map_err(|e| e.to_string())
 }
 
 /// Accepts any certificate; handshake signatures are still checked.
