@@ -18,7 +18,7 @@ pub struct ReconcileArgs {
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration, requires = "wait")]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::duration_in(1000, super::DAY), requires = "wait")]
     pub timeout: Duration,
 }
 

@@ -20,7 +20,7 @@ pub struct StatusArgs {
     #[arg(short = 'w', long)]
     pub watch: bool,
     /// How often --watch re-reads.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::duration_in(100, 3600))]
     pub interval: Duration,
 }
 
