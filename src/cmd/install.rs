@@ -7,7 +7,7 @@ use clap::Args;
 use druidctl::api::manifests::{self, DEFAULT_SERVE_NAMESPACE, InstallOptions};
 use druidctl::output::{OutputFormat, list_document};
 
-use super::{Context, parse_duration};
+use super::Context;
 
 /// Arguments of `install`.
 #[derive(Debug, Args)]

@@ -10,7 +10,7 @@ use druidctl::machines::{DeleteOptions, MachineError, MachineTarget, delete as o
 use druidctl::output::OutputFormat;
 use druidctl::output::progress::confirm_by_typing;
 
-use super::{Context, parse_duration};
+use super::Context;
 
 /// Arguments of `machine`.
 #[derive(Debug, Args)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use druidctl::kube::annotate;
 
-use super::{Context, EtcdTargets, parse_duration, print_outcomes, write_targets};
+use super::{Context, EtcdTargets, print_outcomes, write_targets};
 
 /// Arguments of `reconcile`.
 #[derive(Debug, Args)]

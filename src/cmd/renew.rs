@@ -8,7 +8,7 @@ use druidctl::certs::renew::{self as ops, CertTargets};
 use druidctl::certs::{CertError, RenewOptions, RenewOutcome};
 use druidctl::kube::ClusterError;
 
-use super::{ActionResult, Context, none_found, parse_duration, print_results};
+use super::{ActionResult, Context, none_found, print_results};
 
 /// Arguments of `renew`.
 #[derive(Debug, Args)]

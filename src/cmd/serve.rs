@@ -14,7 +14,7 @@ use druidctl::reconciler::{Reconciler, ReconcilerOptions};
 use druidctl::tasks::Registry;
 use tokio_util::sync::CancellationToken;
 
-use super::{Context, parse_duration};
+use super::Context;
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]

@@ -8,7 +8,7 @@ use druidctl::health::{self, HealthReport};
 use druidctl::kube::target::WhenUnnamed;
 use druidctl::output::{OutputFormat, status as render};
 
-use super::{Context, EtcdTargets, parse_duration};
+use super::{Context, EtcdTargets};
 
 /// Arguments of `status`.
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@ use druidctl::tasks::Registry;
 use druidctl::tasks::ops::{self, TaskOpsError, TaskRequest, Transition};
 use kube::api::{Api, DeleteParams, ListParams};
 
-use super::{Context, parse_duration};
+use super::Context;
 
 /// Arguments of `task`.
 #[derive(Debug, Args)]
