@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 /// Reads JSON-line events from `lines` until one satisfies `until`; returns every line read.
 async fn read_until(
     lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    until: impl Fn(&serde_json::Value) -> bool,
+    mut until: impl FnMut(&serde_json::Value) -> bool,
 ) -> Vec<String> {
     let mut seen = Vec::new();
     loop {
