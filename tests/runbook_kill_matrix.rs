@@ -380,7 +380,7 @@ async fn recovery_refused_at_the_confirmation_of_every_resume_point_changes_noth
     let mut plan_args = plain.to_vec();
     plan_args.extend(["--plan", "-o", "jsonl"]);
     let steps = plan_steps(&pg, &plan_args).await;
-    let abort = format!("runbook abort -n {ns} etcd-main");
+    let abort = format!("-n {ns} etcd-main");
 
     // The first prompt comes before the first write: refusing it leaves no trace at all.
     let before = cluster_facts(&pg, &ns).await;
@@ -398,13 +398,17 @@ async fn recovery_refused_at_the_confirmation_of_every_resume_point_changes_noth
         cut_at(&pg, if k == 1 { &yes } else { &resume }, &format!("{k}:after-journal")).await;
         let before = cluster_facts(&pg, &ns).await;
         let (code, stdout, terminal) = answer_on_terminal(&pg, &plain, "etcd-wrong").await;
+        eprintln!("refused after step {k} at {:?}", started.elapsed());
         let line = error_line(&terminal);
         assert_eq!(code, 3, "after step {k}: {stdout}{terminal}");
         assert!(line.contains("not confirmed; changed so far"), "after step {k}: {line}");
         for s in &steps[..k] {
             assert!(line.contains(s.as_str()), "after step {k}, {s} is named: {line}");
         }
-        assert!(line.contains("--resume") && line.contains(&abort), "after step {k}: {line}");
+        assert!(
+            line.contains("--resume`") && line.contains("runbook abort") && line.contains(&abort),
+            "after step {k}: {line}"
+        );
         assert!(stdout.contains("continuing task"), "{stdout}");
         assert_eq!(cluster_facts(&pg, &ns).await, before, "after step {k}: the refused run changed nothing");
     }
@@ -452,7 +456,8 @@ async fn cert_renewal_task_deleted_at_every_step_is_kept_by_its_finalizer_until_
             let r = run(&pg, args).await;
             let line = one_sentence(&r.stderr);
             assert_eq!(r.code, 3, "step {k}: {line}");
-            assert!(line.contains("being deleted") && line.contains("runbook abort -n"), "step {k}: {line}");
+            assert!(line.contains("being deleted") && line.contains("runbook abort"), "step {k}: {line}");
+            assert!(line.contains(&format!("-n {ns} etcd-main`")), "step {k}: {line}");
         }
         // The one documented command: cleanup, then the task goes.
         let r = run(&pg, &abort).await;

@@ -707,8 +707,10 @@ pub async fn run(
     op.event(&Event::Task { name: task_name.clone(), created });
 
     // Exactly one executor: the task's executor Lease.
+    let own = o.identity.clone();
     let lock = LeaseLock::new(client.clone(), ns, &executor_lease_name(&task_name), &o.identity, o.lease_duration)
-        .owned_by(owner_reference(&task));
+        .owned_by(owner_reference(&task))
+        .taking_over(move |h| super::guard::holder_is_dead_here(h, &own));
     let waited_lease = Duration::ZERO;
     // Taken before the first step; a live holder (another terminal or machine) refuses this run. A lease of a
     // process on this host that no longer exists is taken over at once (it cannot renew it any more).
@@ -990,8 +992,10 @@ pub async fn abort(client: &Client, ns: &str, etcd: &str, identity: &str) -> Res
     let mut out = Vec::new();
     for t in tasks {
         let name = t.metadata.name.clone().unwrap_or_default();
+        let own = identity.to_string();
         let lock = LeaseLock::new(client.clone(), ns, &executor_lease_name(&name), identity, Duration::from_secs(30))
-            .owned_by(owner_reference(&t));
+            .owned_by(owner_reference(&t))
+            .taking_over(move |h| super::guard::holder_is_dead_here(h, &own));
         if let Acquire::HeldBy { holder, .. } =
             lock.try_acquire().await.map_err(|e| cluster(e, "lease", &executor_lease_name(&name), ns))?
         {

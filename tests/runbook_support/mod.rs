@@ -149,6 +149,9 @@ pub fn run_on_terminal(
         cmd.env(k, v);
     }
     let mut child = cmd.stdin(slave()).stderr(slave()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    // The command holds our copies of the terminal's slave side: without dropping them, reading the master
+    // never ends when the child exits.
+    drop(cmd);
     let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let reader = {
         let (seen, mut master) = (seen.clone(), master.try_clone().unwrap());
