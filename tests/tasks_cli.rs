@@ -214,3 +214,26 @@ async fn serve_executes_tasks_exposes_metrics_and_shuts_down_gracefully_on_sigte
         .unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, None, "leader lease released");
 }
+
+#[tokio::test]
+async fn a_pending_task_without_executor_blocking_local_tasks_is_named_and_task_delete_clears_it() {
+    let (cli, sidecar) = Cli::start().await;
+    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pending = cli.tasks().await[0].metadata.name.clone().unwrap();
+    // A later --local task of the same Etcd would wait behind it forever: refused, named, nothing created.
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--local"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("task {pending} (OnDemandSnapshotTask, Pending")), "{err}");
+    assert!(err.contains(&format!("task delete -n {NS} {pending}")), "{err}");
+    assert_eq!(cli.tasks().await.len(), 1, "nothing created");
+    // The advised command works without an executor: the deletion completes.
+    let out = cli.run(&["task", "delete", &pending]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(cli.tasks().await.is_empty(), "the task is gone");
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--local"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(sidecar.calls(), ["/snapshot/full"]);
+}
