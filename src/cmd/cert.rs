@@ -31,7 +31,7 @@ pub struct CertStatusArgs {
     #[arg(value_name = "CERTIFICATE")]
     pub certificates: Vec<String>,
     /// Every Certificate behind the TLS secrets this Etcd references.
-    #[arg(long, value_name = "ETCD", conflicts_with = "certificates")]
+    #[arg(long, value_name = "ETCD", conflicts_with = "certificates", value_parser = super::parse_etcd_ref)]
     pub etcd: Option<String>,
 }
 
