@@ -1789,7 +1789,7 @@ fn kubectl_setup(kubeconfig: &Path, args: &[&str]) {
 
 fn install_crds(kubeconfig: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("src/sim/crds"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("crates/druid-api/crds"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
