@@ -72,7 +72,8 @@ impl Embedded {
         let kubeconfig = dir.path().join("kubeconfig");
         let log = std::fs::File::create(dir.path().join("apiserver.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_druidctl"))
-            .args(["playground", "apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+            // `--user limited`: a user without permissions, like realk8s' `kubeconfig-limited`.
+            .args(["playground", "apiserver", "--listen", "127.0.0.1:0", "--user", "limited-user", "--kubeconfig-out"])
             .arg(&kubeconfig)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -1836,7 +1837,8 @@ async fn apiserver_differential() {
     eprintln!("differential: CRDs established after {:.1}s", started.elapsed().as_secs_f64());
 
     let real = Side::new("real", &real_kc, real_limited.as_deref(), tmp.path()).await;
-    let emb = Side::new("embedded", &embedded.kubeconfig, None, tmp.path()).await;
+    let emb_limited = embedded.kubeconfig.with_file_name("kubeconfig-limited-user");
+    let emb = Side::new("embedded", &embedded.kubeconfig, Some(&emb_limited), tmp.path()).await;
     let norm = Norm::new();
 
     let run: String = {

@@ -17,6 +17,7 @@ mod admission;
 mod apply;
 mod crd;
 pub use crd::parse_documents;
+mod corevalidation;
 mod discovery;
 mod events;
 mod faults;
@@ -96,7 +97,7 @@ impl Default for ApiServerOptions {
             bookmark_interval: Duration::from_secs(60),
             watch_history: 1000,
             bookmark_on_restart: true,
-            git_version: "v1.33.0".into(),
+            git_version: "v1.36.2".into(),
             default_watch_timeout: Duration::from_secs(1800),
         }
     }
@@ -112,6 +113,15 @@ pub struct UserInfo {
 }
 
 impl UserInfo {
+    /// The user of requests without credentials (kube-apiserver `--anonymous-auth`, on by default).
+    pub fn anonymous() -> UserInfo {
+        UserInfo { name: "system:anonymous".into(), groups: vec!["system:unauthenticated".into()] }
+    }
+
+    fn is_anonymous(&self) -> bool {
+        self.name == "system:anonymous"
+    }
+
     fn is_master(&self) -> bool {
         self.groups.iter().any(|g| g == "system:masters")
     }
@@ -268,12 +278,12 @@ impl ApiServer {
         transport::serve_http(self.clone(), addr).await
     }
 
-    /// A kubeconfig for `user` against `server_url` (an [`HttpEndpoint::url`]). client-go sends no bearer
-    /// token over plain HTTP, so the token also travels as a server URL path prefix (`/u/TOKEN`), which the
-    /// HTTP transport strips; the `token` field is kept for clients that do send it.
+    /// A kubeconfig for `user` against `server_url` (an [`HttpEndpoint::url`]): the bearer token is in the user
+    /// entry (`token:`), which client-go and kube-rs send as `Authorization: Bearer` also over plain HTTP, so
+    /// `kubectl get --raw` authenticates too. (The HTTP transport still accepts the older `/u/TOKEN` server path.)
     pub fn kubeconfig_yaml(&self, server_url: &str, user: &str, namespace: Option<&str>) -> String {
         let token = self.token_for(user).unwrap_or_else(|| self.add_user(user, &[]));
-        let server_url = format!("{}{}{token}", server_url.trim_end_matches('/'), transport::TOKEN_PATH_PREFIX);
+        let server_url = server_url.trim_end_matches('/');
         let ns = namespace.map(|n| format!("\n    namespace: {n}")).unwrap_or_default();
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: embedded\n  cluster:\n    server: {server_url}\ncontexts:\n- name: {user}@embedded\n  context:\n    cluster: embedded\n    user: {user}{ns}\ncurrent-context: {user}@embedded\nusers:\n- name: {user}\n  user:\n    token: {token}\npreferences: {{}}\n"
