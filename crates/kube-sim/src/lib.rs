@@ -278,12 +278,14 @@ impl ApiServer {
         transport::serve_http(self.clone(), addr).await
     }
 
-    /// A kubeconfig for `user` against `server_url` (an [`HttpEndpoint::url`]): the bearer token is in the user
-    /// entry (`token:`), which client-go and kube-rs send as `Authorization: Bearer` also over plain HTTP, so
-    /// `kubectl get --raw` authenticates too. (The HTTP transport still accepts the older `/u/TOKEN` server path.)
+    /// A kubeconfig for `user` against `server_url` (an [`HttpEndpoint::url`]). client-go reads a kubeconfig's
+    /// user credentials only for TLS servers (`clientcmd` `ClientConfig`: "only try to read the auth information
+    /// if we are secure"; checked with kubectl 1.32, which sends no `Authorization` over http), so the token also
+    /// travels as a server URL path prefix (`/u/TOKEN`) that the HTTP transport strips; the `token` field serves
+    /// kube-rs, which sends it.
     pub fn kubeconfig_yaml(&self, server_url: &str, user: &str, namespace: Option<&str>) -> String {
         let token = self.token_for(user).unwrap_or_else(|| self.add_user(user, &[]));
-        let server_url = server_url.trim_end_matches('/');
+        let server_url = format!("{}{}{token}", server_url.trim_end_matches('/'), transport::TOKEN_PATH_PREFIX);
         let ns = namespace.map(|n| format!("\n    namespace: {n}")).unwrap_or_default();
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: embedded\n  cluster:\n    server: {server_url}\ncontexts:\n- name: {user}@embedded\n  context:\n    cluster: embedded\n    user: {user}{ns}\ncurrent-context: {user}@embedded\nusers:\n- name: {user}\n  user:\n    token: {token}\npreferences: {{}}\n"
