@@ -142,10 +142,9 @@ fn key_token(item: &Value, mk: &str) -> String {
     m.insert(mk.into(), item.get(mk).cloned().unwrap_or(Value::Null));
     // Container and Service ports are keyed by port and protocol (`+listMapKey=containerPort`,
     // `+listMapKey=protocol` in k8s.io/api core/v1/types.go).
-    if (mk == "containerPort" || mk == "port")
-        && let Some(p) = item.get("protocol")
-    {
-        m.insert("protocol".into(), p.clone());
+    // An absent protocol is its schema default, TCP.
+    if mk == "containerPort" || mk == "port" {
+        m.insert("protocol".into(), item.get("protocol").cloned().unwrap_or_else(|| "TCP".into()));
     }
     format!("k:{}", Value::Object(m))
 }
@@ -352,8 +351,19 @@ pub fn managers_of(obj: &Value) -> Vec<Manager> {
 
 /// Writes managers back into `metadata.managedFields` (dropping empty ones).
 pub fn set_managers(obj: &mut Value, managers: &[Manager]) {
-    let arr: Vec<Value> = managers
-        .iter()
+    // Sorted by operation (Apply before Update), time, manager and subresource, like apiserver
+    // `managedfields/internal/managedfields.go` `sortEncodedManagedFields`.
+    let mut sorted: Vec<&Manager> = managers.iter().collect();
+    sorted.sort_by(|a, b| {
+        (a.operation.as_str(), a.time.as_str(), a.manager.as_str(), a.subresource.as_str()).cmp(&(
+            b.operation.as_str(),
+            b.time.as_str(),
+            b.manager.as_str(),
+            b.subresource.as_str(),
+        ))
+    });
+    let arr: Vec<Value> = sorted
+        .into_iter()
         .filter(|m| !m.fields.is_empty())
         .map(|m| {
             let mut e = json!({
@@ -407,7 +417,8 @@ pub fn record_update(
             if p.last().is_some_and(|l| l == ".") {
                 !existed(&p[..p.len() - 1])
             } else {
-                old.is_none_or(|o| value_at(o, p) != value_at(new, p))
+                // Against the zero value on create: an empty struct that always exists is no change.
+                value_at(old.unwrap_or(zero), p) != value_at(new, p)
             }
         })
         .collect();
@@ -496,6 +507,9 @@ pub fn apply(
         let clash: Vec<FieldPath> = m
             .fields
             .iter()
+            // A map or list item's own entry (`.`) only changes when it is added or removed (structured-merge-diff
+            // `typed/compare.go` never reports it modified), so it never conflicts by itself.
+            .filter(|p| p.last().is_none_or(|l| l != "."))
             .filter(|p| new_set.contains(*p) && value_at(&base, p) != value_at(applied, p))
             .cloned()
             .collect();

@@ -393,9 +393,34 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
         }
         ("", "secrets") => ensure(obj, &["type"], "Opaque".into()),
         ("batch", "jobs") => {
+            // SetDefaults_Job (pkg/apis/batch/v1/defaults.go).
             ensure(obj, &["spec", "parallelism"], 1.into());
             ensure(obj, &["spec", "completions"], 1.into());
             ensure(obj, &["spec", "backoffLimit"], 6.into());
+            ensure(obj, &["spec", "completionMode"], "NonIndexed".into());
+            ensure(obj, &["spec", "suspend"], false.into());
+            ensure(obj, &["spec", "podReplacementPolicy"], "TerminatingOrFailed".into());
+            ensure(obj, &["spec", "manualSelector"], false.into());
+        }
+        ("batch", "cronjobs") => {
+            // SetDefaults_CronJob (pkg/apis/batch/v1/defaults.go).
+            ensure(obj, &["spec", "concurrencyPolicy"], "Allow".into());
+            ensure(obj, &["spec", "suspend"], false.into());
+            ensure(obj, &["spec", "successfulJobsHistoryLimit"], 3.into());
+            ensure(obj, &["spec", "failedJobsHistoryLimit"], 1.into());
+        }
+        ("", "persistentvolumes") => {
+            // SetDefaults_PersistentVolume and the hostPath type default (pkg/apis/core/v1/defaults.go).
+            ensure(obj, &["spec", "persistentVolumeReclaimPolicy"], "Retain".into());
+            ensure(obj, &["spec", "volumeMode"], "Filesystem".into());
+            if obj.pointer("/spec/hostPath").is_some() {
+                ensure(obj, &["spec", "hostPath", "type"], "".into());
+            }
+        }
+        ("storage.k8s.io", "storageclasses") => {
+            // SetDefaults_StorageClass (pkg/apis/storage/v1/defaults.go).
+            ensure(obj, &["reclaimPolicy"], "Delete".into());
+            ensure(obj, &["volumeBindingMode"], "Immediate".into());
         }
         ("", "events") => {
             ensure(obj, &["type"], "Normal".into());
@@ -462,8 +487,10 @@ pub fn zero_object(api_version: &str, plural: &str) -> Value {
         ("v1", "nodes") => {
             json!({"metadata": {}, "spec": {}, "status": {"daemonEndpoints": {"kubeletEndpoint": {}}, "nodeInfo": {}}})
         }
-        ("v1", "events") => json!({"metadata": {}, "involvedObject": {}, "source": {}}),
-        ("events.k8s.io/v1", "events") => json!({"metadata": {}, "regarding": {}, "deprecatedSource": {}}),
+        ("v1", "events") => json!({"metadata": {}, "involvedObject": {}, "source": {}, "eventTime": null,
+            "firstTimestamp": null, "lastTimestamp": null, "reportingComponent": "", "reportingInstance": ""}),
+        ("events.k8s.io/v1", "events") => json!({"metadata": {}, "regarding": {}, "deprecatedSource": {},
+            "eventTime": null, "deprecatedFirstTimestamp": null, "deprecatedLastTimestamp": null}),
         ("v1", "replicationcontrollers") => json!({"metadata": {}, "spec": {}, "status": {}}),
         ("coordination.k8s.io/v1", "leases") => json!({"metadata": {}, "spec": {}}),
         ("apps/v1", "statefulsets") | ("apps/v1", "daemonsets") => {

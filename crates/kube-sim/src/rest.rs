@@ -751,6 +751,24 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
         && let Some(m) = obj.as_object_mut()
     {
         m.remove("status");
+        // The status a new object starts with: the Go zero value of its status type (non-omitempty counters),
+        // as the create strategies reset it (pkg/registry/apps/*/strategy.go, policy/poddisruptionbudget).
+        let zero = match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
+            ("apps", "statefulsets") => Some(json!({"availableReplicas": 0, "replicas": 0})),
+            ("apps", "replicasets") => Some(json!({"replicas": 0})),
+            ("apps", "daemonsets") => Some(
+                json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
+            ),
+            ("apps", "deployments") | ("batch", "jobs") | ("batch", "cronjobs") => Some(json!({})),
+            ("policy", "poddisruptionbudgets") => {
+                Some(json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0}))
+            }
+            ("", "persistentvolumes") => Some(json!({"phase": "Pending"})),
+            _ => None,
+        };
+        if let Some(z) = zero {
+            m.insert("status".into(), z);
+        }
     }
     validate_metadata(&ctx.rt, &name, &obj)?;
     apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut obj);
@@ -774,6 +792,53 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
         validate_builtin(ctx, &name, &obj)?;
     }
     Ok(obj)
+}
+
+/// What kube-apiserver's default admission plugins add to a new pod, after managedFields are computed: `priority`
+/// 0 and `preemptionPolicy` (plugin/pkg/admission/priority), the not-ready/unreachable `NoExecute` tolerations
+/// of 300 s (plugin/pkg/admission/defaulttolerationseconds), and the `qosClass` of its status
+/// (pkg/apis/core/helper/qos).
+fn pod_admission_defaults(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(|s| s.as_object_mut()) else {
+        return;
+    };
+    spec.entry("priority").or_insert(json!(0));
+    spec.entry("preemptionPolicy").or_insert(json!("PreemptLowerPriority"));
+    let tol = spec.entry("tolerations").or_insert(json!([]));
+    if let Some(t) = tol.as_array_mut() {
+        for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+            let tolerated = t.iter().any(|x| {
+                (x.get("key").and_then(|k| k.as_str()) == Some(key) || x.get("key").is_none())
+                    && x.get("effect").and_then(|e| e.as_str()).is_none_or(|e| e == "NoExecute")
+            });
+            if !tolerated {
+                t.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+            }
+        }
+    }
+    let containers: Vec<Value> = spec.get("containers").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    let res = |c: &Value, kind: &str, r: &str| c.pointer(&format!("/resources/{kind}/{r}")).cloned();
+    let best_effort = containers.iter().all(|c| {
+        c.pointer("/resources/requests").and_then(|r| r.as_object()).is_none_or(|r| r.is_empty())
+            && c.pointer("/resources/limits").and_then(|r| r.as_object()).is_none_or(|r| r.is_empty())
+    });
+    let guaranteed = !containers.is_empty()
+        && containers.iter().all(|c| {
+            ["cpu", "memory"].iter().all(|r| {
+                let l = res(c, "limits", r);
+                l.is_some() && res(c, "requests", r).is_none_or(|q| Some(q) == l)
+            })
+        });
+    let qos = if best_effort {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    };
+    if obj.pointer("/status/qosClass").is_none() {
+        obj["status"]["qosClass"] = qos.into();
+    }
 }
 
 /// `obj` without what registry strategies (`PrepareForCreate`, REST create) and admission plugins add on
@@ -821,6 +886,9 @@ pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Va
                 obj["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
             }
         }
+    }
+    if !ctx.rt.crd && ctx.rt.group.is_empty() && ctx.rt.plural == "pods" {
+        pod_admission_defaults(&mut obj);
     }
     admit(ctx, AdmissionOperation::Create, None, &name, Some(&obj), None)?;
     if ctx.events_api() {
@@ -960,8 +1028,16 @@ pub fn list(ctx: &Ctx, opts: &ListOpts) -> Result<Value, ApiError> {
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
         meta["continue"] = c.into();
+    } else if ctx.rt.crd {
+        // Unstructured list metadata always carries `continue` (apimachinery unstructured.UnstructuredList).
+        meta["continue"] = "".into();
     }
-    if let Some(r) = remaining {
+    // The storage counts the remaining items only for lists without selectors
+    // (apiserver pkg/storage/etcd3/store.go `GetList`: `if pred.Empty()`).
+    if let Some(r) = remaining
+        && opts.labels.0.is_empty()
+        && opts.fields.0.is_empty()
+    {
         meta["remainingItemCount"] = r.into();
     }
     Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": items}))
@@ -1943,9 +2019,17 @@ pub fn deletecollection(ctx: &Ctx, lopts: &ListOpts, dopts: &DeleteOpts) -> Resu
             Err(e) => return Err(e),
         }
     }
-    Ok(
-        json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": out}),
-    )
+    if !ctx.rt.crd {
+        for it in out.iter_mut().filter_map(|i| i.as_object_mut()) {
+            it.remove("apiVersion");
+            it.remove("kind");
+        }
+    }
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if ctx.rt.crd {
+        meta["continue"] = "".into();
+    }
+    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": out}))
 }
 
 /// Parses list options from the query.

@@ -404,6 +404,14 @@ fn printer_cell(plural: &str, name: &str, o: &Value) -> Value {
             let n = o.pointer("/spec/readinessGates").and_then(|g| g.as_array()).map(|a| a.len()).unwrap_or(0);
             if n == 0 { json!("<none>") } else { json!(format!("0/{n}")) }
         }
+        // printPersistentVolumeClaim: empty strings for unbound claims, `<unset>` without a class.
+        ("persistentvolumeclaims", "Volume") => json!(s(o.pointer("/spec/volumeName"))),
+        ("persistentvolumeclaims", "Capacity") => json!(s(o.pointer("/status/capacity/storage"))),
+        ("persistentvolumeclaims", "StorageClass") => json!(s(o.pointer("/spec/storageClassName"))),
+        ("persistentvolumeclaims", "VolumeAttributesClass") => {
+            let v = s(o.pointer("/spec/volumeAttributesClassName"));
+            json!(if v.is_empty() { "<unset>".to_string() } else { v })
+        }
         ("persistentvolumeclaims" | "persistentvolumes", "VolumeMode") => {
             none_if_empty(s(o.pointer("/spec/volumeMode")))
         }
@@ -425,9 +433,6 @@ fn printer_cell(plural: &str, name: &str, o: &Value) -> Value {
             none_if_empty(s(o.pointer("/spec/volumeAttributesClassName")))
         }
         ("persistentvolumes", "Reason") => json!(s(o.pointer("/status/reason"))),
-        ("persistentvolumeclaims", "VolumeAttributesClass") => {
-            none_if_empty(s(o.pointer("/spec/volumeAttributesClassName")))
-        }
         ("daemonsets", "Desired") => {
             json!(o.pointer("/status/desiredNumberScheduled").and_then(|v| v.as_i64()).unwrap_or(0))
         }
