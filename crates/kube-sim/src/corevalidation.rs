@@ -178,12 +178,74 @@ pub fn validate(group: &str, plural: &str, ns: &str, obj: &Value) -> Vec<Cause> 
                 ));
             }
         }
-        ("apps", "deployments" | "statefulsets" | "replicasets") => {
+        ("apps", "deployments" | "statefulsets" | "replicasets" | "daemonsets") => {
             non_negative(obj, "/spec/replicas", "spec.replicas", &mut out);
+            // ValidatePodTemplateSpecForStatefulSet / ValidateDeploymentSpec: the selector selects the template.
+            if let Some(ml) = obj.pointer("/spec/selector/matchLabels").and_then(|m| m.as_object()) {
+                let labels = obj.pointer("/spec/template/metadata/labels").cloned().unwrap_or(Value::Null);
+                let matches = ml.iter().all(|(k, v)| labels.get(k) == Some(v));
+                if !matches {
+                    out.push(invalid_value(
+                        "spec.template.metadata.labels",
+                        &labels,
+                        "`selector` does not match template `labels`",
+                    ));
+                }
+            }
+        }
+        ("", "pods") => {
+            if let Some(spec) = obj.get("spec") {
+                pod_spec(spec, "spec", &mut out);
+            }
+        }
+        ("", "persistentvolumeclaims") => {
+            if obj.pointer("/spec/resources/requests/storage").is_none() {
+                out.push(("FieldValueRequired".into(), "spec.resources[storage]".into(), "Required value".into()));
+            }
+        }
+        ("", "services") => {
+            let t = obj.pointer("/spec/type").and_then(|t| t.as_str()).unwrap_or("ClusterIP");
+            let headless = obj.pointer("/spec/clusterIP").and_then(|c| c.as_str()) == Some("None");
+            let ports = obj.pointer("/spec/ports").and_then(|p| p.as_array()).map(|a| a.len()).unwrap_or(0);
+            if ports == 0 && t != "ExternalName" && !headless {
+                out.push(("FieldValueRequired".into(), "spec.ports".into(), "Required value".into()));
+            }
         }
         _ => {}
     }
     out
+}
+
+/// ValidatePodSpec (pkg/apis/core/validation/validation.go), the parts clients trip over: containers required,
+/// container names unique, images required, restartPolicy one of the supported values.
+fn pod_spec(spec: &Value, path: &str, out: &mut Vec<Cause>) {
+    let containers = spec.get("containers").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    if containers.is_empty() {
+        out.push(("FieldValueRequired".into(), format!("{path}.containers"), "Required value".into()));
+    }
+    let mut names = std::collections::HashSet::new();
+    for (i, c) in containers.iter().enumerate() {
+        let name = c.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+        if !name.is_empty() && !names.insert(name.to_string()) {
+            out.push((
+                "FieldValueDuplicate".into(),
+                format!("{path}.containers[{i}].name"),
+                format!("Duplicate value: \"{name}\""),
+            ));
+        }
+        if c.get("image").and_then(|n| n.as_str()).is_none_or(str::is_empty) {
+            out.push(("FieldValueRequired".into(), format!("{path}.containers[{i}].image"), "Required value".into()));
+        }
+    }
+    if let Some(rp) = spec.get("restartPolicy").and_then(|r| r.as_str())
+        && !matches!(rp, "Always" | "OnFailure" | "Never")
+    {
+        out.push((
+            "FieldValueNotSupported".into(),
+            format!("{path}.restartPolicy"),
+            format!("Unsupported value: \"{rp}\": supported values: \"Always\", \"OnFailure\", \"Never\""),
+        ));
+    }
 }
 
 #[cfg(test)]

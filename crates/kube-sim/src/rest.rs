@@ -794,6 +794,46 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     Ok(obj)
 }
 
+/// What create strategies add after managedFields are computed: a Job's generated selector and template labels
+/// (pkg/registry/batch/job/strategy.go `generateSelector`), a DaemonSet's template generation annotation
+/// (pkg/registry/apps/daemonset/strategy.go), a PersistentVolume's phase transition time.
+fn create_strategy_fields(ctx: &Ctx, obj: &mut Value) {
+    let uid = obj.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default().to_string();
+    let name = obj.pointer("/metadata/name").and_then(|u| u.as_str()).unwrap_or_default().to_string();
+    match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
+        ("batch", "jobs") if obj.pointer("/spec/manualSelector").and_then(|m| m.as_bool()) != Some(true) => {
+            if obj.pointer("/spec/selector").is_none() {
+                obj["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+            }
+            if obj.pointer("/spec/template").is_some() {
+                if obj.pointer("/spec/template/metadata/labels").is_none() {
+                    obj["spec"]["template"]["metadata"]["labels"] = json!({});
+                }
+                if let Some(l) = obj.pointer_mut("/spec/template/metadata/labels").and_then(|l| l.as_object_mut()) {
+                    for (k, v) in [
+                        ("batch.kubernetes.io/controller-uid", &uid),
+                        ("batch.kubernetes.io/job-name", &name),
+                        ("controller-uid", &uid),
+                        ("job-name", &name),
+                    ] {
+                        l.entry(k).or_insert_with(|| v.clone().into());
+                    }
+                }
+            }
+        }
+        ("apps", "daemonsets") => {
+            if let Some(md) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                let ann = md.entry("annotations").or_insert_with(|| json!({}));
+                ann["deprecated.daemonset.template.generation"] = "1".into();
+            }
+        }
+        ("", "persistentvolumes") => {
+            obj["status"]["lastPhaseTransitionTime"] = now().into();
+        }
+        _ => {}
+    }
+}
+
 /// What kube-apiserver's default admission plugins add to a new pod, after managedFields are computed: `priority`
 /// 0 and `preemptionPolicy` (plugin/pkg/admission/priority), the not-ready/unreachable `NoExecute` tolerations
 /// of 300 s (plugin/pkg/admission/defaulttolerationseconds), and the `qosClass` of its status
@@ -890,6 +930,7 @@ pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Va
     if !ctx.rt.crd && ctx.rt.group.is_empty() && ctx.rt.plural == "pods" {
         pod_admission_defaults(&mut obj);
     }
+    create_strategy_fields(ctx, &mut obj);
     admit(ctx, AdmissionOperation::Create, None, &name, Some(&obj), None)?;
     if ctx.events_api() {
         obj = super::events::to_storage(&obj);
@@ -1509,6 +1550,11 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     if new.pointer("/metadata/deletionTimestamp").is_none() {
         new["metadata"]["deletionTimestamp"] = now().into();
         new["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+        // rest.BeforeDelete (apiserver pkg/registry/rest/delete.go) bumps the generation when it sets the
+        // deletionTimestamp of an object that tracks one.
+        if let Some(g) = new.pointer("/metadata/generation").and_then(|g| g.as_i64()) {
+            new["metadata"]["generation"] = (g + 1).into();
+        }
     }
     if !fins.is_empty() {
         new["metadata"]["finalizers"] = json!(fins);
