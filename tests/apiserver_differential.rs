@@ -1465,7 +1465,7 @@ impl Norm {
                     *s = "<time>".into();
                 } else if in_cells && self.age.is_match(s) {
                     *s = "<age>".into();
-                } else if (key == "clusterIP" || key == "clusterIPs") && self.ip.is_match(s) {
+                } else if (key == "clusterIP" || key == "clusterIPs" || in_cells) && self.ip.is_match(s) {
                     *s = "<ip>".into();
                 } else {
                     *s = self.string(side, s);

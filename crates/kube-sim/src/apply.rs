@@ -417,8 +417,10 @@ pub fn record_update(
             if p.last().is_some_and(|l| l == ".") {
                 !existed(&p[..p.len() - 1])
             } else {
-                // Against the zero value on create: an empty struct that always exists is no change.
-                value_at(old.unwrap_or(zero), p) != value_at(new, p)
+                // Against the zero value where the old object lacks the field: an empty struct or null time
+                // that the Go type always serialises is no change.
+                let before = old.and_then(|o| value_at(o, p)).or_else(|| value_at(zero, p));
+                before != value_at(new, p)
             }
         })
         .collect();
@@ -516,9 +518,10 @@ pub fn apply(
         if force {
             m.fields.retain(|p| !clash.contains(p));
         } else {
+            // structured-merge-diff names the version only of Update managers (`merge/conflict.go`).
             conflicts.extend(clash.iter().map(|p| Conflict {
                 manager: m.manager.clone(),
-                api_version: m.api_version.clone(),
+                api_version: if m.operation == "Apply" { String::new() } else { m.api_version.clone() },
                 field: print_path(p),
             }));
         }

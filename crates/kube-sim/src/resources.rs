@@ -356,6 +356,36 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
             );
         }
         ("apps", "replicasets") => ensure(obj, &["spec", "replicas"], 1.into()),
+        ("", "nodes") => {
+            // NodeStatus' non-pointer structs serialise with their zero values (k8s.io/api core/v1/types.go).
+            ensure(obj, &["status", "daemonEndpoints", "kubeletEndpoint", "Port"], 0.into());
+            for f in [
+                "architecture",
+                "bootID",
+                "containerRuntimeVersion",
+                "kernelVersion",
+                "kubeProxyVersion",
+                "kubeletVersion",
+                "machineID",
+                "operatingSystem",
+                "osImage",
+                "systemUUID",
+            ] {
+                ensure(obj, &["status", "nodeInfo", f], "".into());
+            }
+        }
+        ("apps", "daemonsets") => {
+            // SetDefaults_DaemonSet (pkg/apis/apps/v1/defaults.go).
+            ensure(obj, &["spec", "revisionHistoryLimit"], 10.into());
+            ensure(
+                obj,
+                &["spec", "updateStrategy"],
+                serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
+            );
+            // The v1 conversion writes the internal template generation into this annotation on every write
+            // (pkg/apis/apps/v1/conversion.go), so managedFields see it too.
+            ensure(obj, &["metadata", "annotations", "deprecated.daemonset.template.generation"], "1".into());
+        }
         ("", "services") => {
             // SetDefaults_Service (pkg/apis/core/v1/defaults.go); the IP allocation and IP families come from
             // the Service REST create (pkg/registry/core/service/storage/alloc.go).

@@ -288,8 +288,15 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
     }
     match (group, rt.plural.as_str()) {
         ("", "namespaces") => {
+            // kube-apiserver 1.36 reports a dotted namespace name (a valid subdomain) with the short message of
+            // its declarative name validation.
             if !is_label(name) {
-                return Err(name_error(kind, group, name, DNS1123_LABEL_MSG.into()));
+                let msg = if name.contains('.') && name.split('.').all(is_label) {
+                    "must not contain dots".to_string()
+                } else {
+                    DNS1123_LABEL_MSG.into()
+                };
+                return Err(name_error(kind, group, name, msg));
             }
         }
         ("", "services") => {
@@ -382,7 +389,7 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
                 causes.push((
                     "FieldValueInvalid".into(),
                     "metadata.labels".into(),
-                    format!("Invalid value: \"{v}\": must be no more than 63 characters"),
+                    format!("Invalid value: \"{v}\": must be no more than 63 bytes"),
                 ));
             } else if !is_label_value(v) {
                 causes.push((
@@ -821,10 +828,13 @@ fn create_strategy_fields(ctx: &Ctx, obj: &mut Value) {
                 }
             }
         }
-        ("apps", "daemonsets") => {
-            if let Some(md) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                let ann = md.entry("annotations").or_insert_with(|| json!({}));
-                ann["deprecated.daemonset.template.generation"] = "1".into();
+        ("", "nodes") => {
+            // The TaintNodesByCondition admission plugin (plugin/pkg/admission/nodetaint) taints new nodes.
+            let taints = obj["spec"].as_object_mut().map(|s| s.entry("taints").or_insert_with(|| json!([])));
+            if let Some(t) = taints.and_then(|t| t.as_array_mut())
+                && !t.iter().any(|x| x.get("key").and_then(|k| k.as_str()) == Some("node.kubernetes.io/not-ready"))
+            {
+                t.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}));
             }
         }
         ("", "persistentvolumes") => {
@@ -1103,12 +1113,16 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
                 "application/merge-patch+json" => patch::merge_patch(&mut new, p),
                 "application/json-patch+json" => {
                     patch::json_patch(&mut new, p).map_err(|e| {
-                        if e.contains("test") || e.contains("Test") {
-                            ApiError::new(
+                        if e.contains("test") || e.contains("Test") || e.contains("did not match") {
+                            // A failed `test` operation (apiserver pkg/endpoints/handlers/patch.go →
+                            // errors.NewInvalid without causes).
+                            let mut err = ApiError::new(
                                 422,
                                 "Invalid",
-                                format!("the server rejected our request due to an error in our request: {e}"),
-                            )
+                                "the server rejected our request due to an error in our request",
+                            );
+                            err.details = Some(json!({}));
+                            err
                         } else {
                             ApiError::new(422, "Invalid", e)
                         }
@@ -1116,7 +1130,12 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
                 }
                 "application/strategic-merge-patch+json" => {
                     if ctx.rt.crd {
-                        return Err(ApiError::unsupported_media(ct));
+                        // Custom resources have no strategic merge patch (apiserver pkg/endpoints/handlers/patch.go).
+                        return Err(ApiError::new(
+                            415,
+                            "UnsupportedMediaType",
+                            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                        ));
                     }
                     patch::strategic_merge(&mut new, p).map_err(ApiError::bad_request)?
                 }
@@ -1154,9 +1173,10 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
 
 fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> ApiError {
     let name = cur.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
+    let using = |av: &str| if av.is_empty() { String::new() } else { format!(" using {av}") };
     let msg = if conflicts.len() == 1 {
         let c = &conflicts[0];
-        format!("Apply failed with 1 conflict: conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.field)
+        format!("Apply failed with 1 conflict: conflict with \"{}\"{}: {}", c.manager, using(&c.api_version), c.field)
     } else {
         let mut s = format!("Apply failed with {} conflicts:", conflicts.len());
         let mut by: Vec<(String, String, Vec<String>)> = Vec::new();
@@ -1167,7 +1187,7 @@ fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> Ap
             }
         }
         for (m, av, fs) in by {
-            s.push_str(&format!(" conflicts with \"{m}\" using {av}:"));
+            s.push_str(&format!(" conflicts with \"{m}\"{}:", using(&av)));
             for f in fs {
                 s.push_str(&format!("\n- {f}"));
             }
@@ -1176,7 +1196,7 @@ fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> Ap
     };
     let causes = conflicts
         .iter()
-        .map(|c| json!({"reason":"FieldManagerConflict","message":format!("conflict with \"{}\" using {}", c.manager, c.api_version),"field":c.field}))
+        .map(|c| json!({"reason":"FieldManagerConflict","message":format!("conflict with \"{}\"{}", c.manager, using(&c.api_version)),"field":c.field}))
         .collect();
     ApiError::conflict_msg(&ctx.rname(), name, msg, causes)
 }

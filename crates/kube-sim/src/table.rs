@@ -491,8 +491,15 @@ fn printer_cell(plural: &str, name: &str, o: &Value) -> Value {
             let t = o.get("firstTimestamp").or(o.get("deprecatedFirstTimestamp")).and_then(|t| t.as_str());
             json!(t.map(age_of).unwrap_or_else(|| "<unknown>".into()))
         }
-        ("events", "Count") => {
-            json!(o.get("count").or(o.get("deprecatedCount")).and_then(|c| c.as_i64()).unwrap_or(1).to_string())
+        ("events", "Count") => json!(o.get("count").or(o.get("deprecatedCount")).and_then(|c| c.as_i64()).unwrap_or(1)),
+        // printEvent: the last timestamp, else the event time; never the creation time.
+        ("events", "Last Seen") => {
+            let t = o
+                .get("lastTimestamp")
+                .or(o.get("deprecatedLastTimestamp"))
+                .and_then(|t| t.as_str())
+                .or_else(|| o.get("eventTime").and_then(|t| t.as_str()));
+            json!(t.map(age_of).unwrap_or_else(|| "<unknown>".into()))
         }
         ("events", "Name") => json!(s(o.pointer("/metadata/name"))),
         ("rolebindings" | "clusterrolebindings", k @ ("Users" | "Groups" | "ServiceAccounts")) => {
