@@ -1271,7 +1271,11 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         // (generic/registry/store.go `Update`).
         if matches!(m, Mutation::Replace(_))
             && body_rv.is_empty()
-            && (ctx.rt.crd || (ctx.rt.group == "coordination.k8s.io" && ctx.rt.plural == "leases"))
+            && (ctx.rt.crd
+                || matches!(
+                    (ctx.rt.group.as_str(), ctx.rt.plural.as_str()),
+                    ("coordination.k8s.io", "leases") | ("policy", "poddisruptionbudgets")
+                ))
         {
             return Err(ApiError::invalid(
                 &ctx.rt.plural,
@@ -1802,6 +1806,26 @@ pub async fn handle_resource(
     }
     if rt.namespaced && info.namespace.is_none() && verb == "deletecollection" {
         return error_response(&ApiError::no_route());
+    }
+    // Namespaces have no collection delete (pkg/registry/core/namespace/storage: no DeleteCollection).
+    if !rt.crd && rt.group.is_empty() && rt.plural == "namespaces" && verb == "deletecollection" {
+        return error_response(&ApiError::method_not_allowed());
+    }
+    // The patch handler checks the content type before it reads the object (handlers/patch.go).
+    if verb == "patch" {
+        let ctype = req.headers().get("content-type").and_then(|c| c.to_str().ok()).unwrap_or("");
+        let ctype = ctype.split(';').next().unwrap_or("").trim();
+        if !matches!(
+            ctype,
+            "application/json-patch+json"
+                | "application/merge-patch+json"
+                | "application/strategic-merge-patch+json"
+                | "application/apply-patch+yaml"
+        ) {
+            let mut e = ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type");
+            e.details = Some(json!({}));
+            return error_response(&e);
+        }
     }
     let ctx = Ctx {
         server,

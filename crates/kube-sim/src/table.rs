@@ -429,9 +429,6 @@ fn printer_cell(plural: &str, name: &str, o: &Value) -> Value {
             json!(if n.is_empty() { String::new() } else { format!("{ns}/{n}") })
         }
         ("persistentvolumes", "StorageClass") => json!(s(o.pointer("/spec/storageClassName"))),
-        ("persistentvolumes", "VolumeAttributesClass") => {
-            none_if_empty(s(o.pointer("/spec/volumeAttributesClassName")))
-        }
         ("persistentvolumes", "Reason") => json!(s(o.pointer("/status/reason"))),
         ("daemonsets", "Desired") => {
             json!(o.pointer("/status/desiredNumberScheduled").and_then(|v| v.as_i64()).unwrap_or(0))
@@ -475,20 +472,30 @@ fn printer_cell(plural: &str, name: &str, o: &Value) -> Value {
         ("events", "Subobject") => {
             json!(s(o.pointer("/involvedObject/fieldPath").or(o.pointer("/regarding/fieldPath"))))
         }
+        // printEvent: `component, host` of the source, else `reportingController, reportingInstance`.
         ("events", "Source") => {
             let src = o.get("source").or(o.get("deprecatedSource"));
             let c = s(src.and_then(|x| x.get("component")));
             let h = s(src.and_then(|x| x.get("host")));
-            let c = if c.is_empty() { s(o.get("reportingComponent").or(o.get("reportingController"))) } else { c };
+            let (c, h) = if c.is_empty() {
+                (s(o.get("reportingComponent").or(o.get("reportingController"))), s(o.get("reportingInstance")))
+            } else {
+                (c, h)
+            };
             json!(if h.is_empty() { c } else { format!("{c}, {h}") })
         }
+        ("events", "Type") => json!(s(o.get("type"))),
         ("events", "Message") => json!(s(o.get("message").or(o.get("note")))),
         ("events", "Object") => {
             let r = o.get("involvedObject").or(o.get("regarding"));
             json!(format!("{}/{}", s(r.and_then(|x| x.get("kind"))).to_lowercase(), s(r.and_then(|x| x.get("name")))))
         }
         ("events", "First Seen") => {
-            let t = o.get("firstTimestamp").or(o.get("deprecatedFirstTimestamp")).and_then(|t| t.as_str());
+            let t = o
+                .get("firstTimestamp")
+                .or(o.get("deprecatedFirstTimestamp"))
+                .and_then(|t| t.as_str())
+                .or_else(|| o.get("eventTime").and_then(|t| t.as_str()));
             json!(t.map(age_of).unwrap_or_else(|| "<unknown>".into()))
         }
         ("events", "Count") => json!(o.get("count").or(o.get("deprecatedCount")).and_then(|c| c.as_i64()).unwrap_or(1)),
@@ -528,9 +535,6 @@ fn printer_cell(plural: &str, name: &str, o: &Value) -> Value {
         }
         ("storageclasses", "ReclaimPolicy") => json!(s(o.get("reclaimPolicy"))),
         ("storageclasses", "VolumeBindingMode") => json!(s(o.get("volumeBindingMode"))),
-        ("storageclasses", "AllowVolumeExpansion") => {
-            json!(o.get("allowVolumeExpansion").and_then(|b| b.as_bool()).unwrap_or(false).to_string())
-        }
         ("nodes", "Internal-IP" | "External-IP") => {
             let t = if name == "Internal-IP" { "InternalIP" } else { "ExternalIP" };
             let ip = o
@@ -541,9 +545,49 @@ fn printer_cell(plural: &str, name: &str, o: &Value) -> Value {
                 .unwrap_or_default();
             none_if_empty(ip)
         }
-        ("nodes", "OS-Image") => none_if_empty(s(o.pointer("/status/nodeInfo/osImage"))),
-        ("nodes", "Kernel-Version") => none_if_empty(s(o.pointer("/status/nodeInfo/kernelVersion"))),
-        ("nodes", "Container-Runtime") => none_if_empty(s(o.pointer("/status/nodeInfo/containerRuntimeVersion"))),
+        ("nodes", "OS-Image" | "Kernel-Version" | "Container-Runtime") => {
+            let f = match name {
+                "OS-Image" => "osImage",
+                "Kernel-Version" => "kernelVersion",
+                _ => "containerRuntimeVersion",
+            };
+            let v = s(o.pointer(&format!("/status/nodeInfo/{f}")));
+            json!(if v.is_empty() { "<unknown>".to_string() } else { v })
+        }
+        ("nodes", "Status") => {
+            let ready = o
+                .pointer("/status/conditions")
+                .and_then(|c| c.as_array())
+                .and_then(|a| a.iter().find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready")))
+                .and_then(|c| c.get("status").and_then(|s| s.as_str()).map(String::from));
+            let mut st = match ready.as_deref() {
+                Some("True") => "Ready".to_string(),
+                Some("False") => "NotReady".to_string(),
+                _ => "Unknown".to_string(),
+            };
+            if o.pointer("/spec/unschedulable").and_then(|u| u.as_bool()) == Some(true) {
+                st.push_str(",SchedulingDisabled");
+            }
+            json!(st)
+        }
+        ("persistentvolumes", "VolumeAttributesClass") => {
+            let v = s(o.pointer("/spec/volumeAttributesClassName"));
+            json!(if v.is_empty() { "<unset>".to_string() } else { v })
+        }
+        ("storageclasses", "AllowVolumeExpansion") => {
+            json!(o.get("allowVolumeExpansion").and_then(|b| b.as_bool()).unwrap_or(false))
+        }
+        ("cronjobs", "Suspend") => {
+            json!(if o.pointer("/spec/suspend").and_then(|b| b.as_bool()) == Some(true) { "True" } else { "False" })
+        }
+        ("poddisruptionbudgets", "Min Available" | "Max Unavailable") => {
+            let f = if name == "Min Available" { "minAvailable" } else { "maxUnavailable" };
+            json!(match o.pointer(&format!("/spec/{f}")) {
+                Some(Value::String(v)) => v.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => "N/A".to_string(),
+            })
+        }
         _ => Value::Null,
     }
 }
@@ -556,7 +600,11 @@ fn builtin_row(rt: &ResourceType, defs: &[Value], o: &Value, include: &str) -> V
             if name == "Name" && rt.plural != "events" {
                 return o.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
             }
-            if name == "Age" || name == "Created At" {
+            // `Created At` is a date column: the timestamp itself (printers.go `printRole`).
+            if name == "Created At" {
+                return o.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null);
+            }
+            if name == "Age" {
                 let ts = o.pointer("/metadata/creationTimestamp").and_then(|t| t.as_str());
                 return json!(ts.map(age_of).unwrap_or_else(|| "<unknown>".into()));
             }
