@@ -360,7 +360,7 @@ async fn the_serve_role_is_exactly_what_every_task_type_needs_on_the_real_api_se
     let client = real.client().await;
     problems.extend(denied(&client, &sa_user(SERVE_NS, SERVE_NAME), &sa_groups(SERVE_NS), &calls).await);
     assert!(problems.is_empty(), "druidctl:serve is not exactly what serve calls:\n{}", problems.join("\n"));
-    // The test can fail: a role without `get services` is refused by the real server.
+    // A negative control: what the role does not grant, the real server refuses.
     let mut without: BTreeSet<Call> = BTreeSet::new();
     without.insert(Call::Resource {
         verb: "delete".into(),
@@ -387,6 +387,7 @@ async fn the_operator_role_is_exactly_what_the_operator_commands_need_on_the_rea
     .await;
     assert!(out.status.success(), "install on the real server: {}", String::from_utf8_lossy(&out.stderr));
     let client = real.client().await;
+    bind(&client, &user_binding(OPERATOR_SA, NS)).await;
     let mut problems = missing_grants(&calls, &manifests::operator_rules());
     problems.extend(denied(&client, &sa_user(NS, OPERATOR_SA), &sa_groups(NS), &calls).await);
     assert!(problems.is_empty(), "druidctl:operator lacks what the operator commands call:\n{}", problems.join("\n"));

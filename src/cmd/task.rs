@@ -474,16 +474,12 @@ async fn get(ctx: &mut Context, args: GetArgs) -> anyhow::Result<()> {
             None => match ops_api.get_opt(n).await {
                 Ok(Some(t)) => ops.push(t),
                 _ => {
-                    return Err(task_err(
-                        kube::Error::Api(kube::core::ErrorResponse {
-                            status: "Failure".into(),
-                            message: format!("etcdoperatortasks.druid.gardener.cloud \"{n}\" not found"),
-                            reason: "NotFound".into(),
-                            code: 404,
-                        }),
-                        n,
-                        &ns,
-                    )
+                    return Err(ClusterError::NotFound {
+                        kind: "etcdoperatortask".into(),
+                        name: n.clone(),
+                        namespace: ns.clone(),
+                        hint: None,
+                    }
                     .into());
                 }
             },

@@ -163,7 +163,7 @@ pub struct EtcdOpsTaskStatus {
 }
 
 /// `status.lastErrors[]` (druidapicommon.LastError).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct OpsLastError {
     /// Error code, e.g. `ERR_DUPLICATE_TASK`.
@@ -175,7 +175,7 @@ pub struct OpsLastError {
 }
 
 /// `status.lastOperation`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct OpsLastOperation {
     /// Admit, Execution or Cleanup.

@@ -146,7 +146,7 @@ async fn prerequisites(ctx: &Ctx, task: &EtcdOpsTask) -> Result<Etcd, (&'static 
     let ready = etcd
         .status
         .as_ref()
-        .map(|s| s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .map(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         .unwrap_or(false);
     if !ready {
         return Err((codes::ETCD_NOT_READY, "etcd is not ready"));
@@ -344,7 +344,8 @@ async fn cleanup(ctx: &Ctx, task: &EtcdOpsTask, has_finalizer: bool) -> Result<(
     }
     if task.metadata.deletion_timestamp.is_none() {
         match api(ctx, &ns).delete(&name, &DeleteParams::default()).await {
-            Ok(_) | Err(kube::Error::Api(kube::core::ErrorResponse { code: 404, .. })) => {}
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e),
         }
     }
