@@ -83,6 +83,10 @@ impl Sidecar {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         server.register_service_backend(NS, &format!("{ETCD}-client"), 8080, addr);
+        // Each member's own sidecar (pod proxy, e.g. defragmentation) is this fake too.
+        for i in 0..3 {
+            server.register_pod_backend(NS, &format!("{ETCD}-{i}"), 8080, addr);
+        }
         let (me, client) = (self.clone(), server.client());
         tokio::spawn(async move {
             loop {
