@@ -202,16 +202,6 @@ async fn record_serve() -> BTreeSet<Call> {
     let user = sa_user(SERVE_NS, SERVE_NAME);
     ship_to_embedded(&server, &user, &sa_groups(SERVE_NS)).await;
     let admin = server.client();
-    // etcd-druid's StatefulSet: the compaction Job takes the sidecar's image from it.
-    let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": ETCD, "namespace": NS},
-        "spec": {"replicas": 3, "serviceName": format!("{ETCD}-peer"), "selector": {"matchLabels": {"app": "etcd-statefulset"}},
-                 "template": {"metadata": {"labels": {"app": "etcd-statefulset"}}, "spec": {"containers": [
-                     {"name": "etcd", "image": "etcd-wrapper"},
-                     {"name": "backup-restore", "image": "etcdbrctl:v0.43.0"}]}}}});
-    Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(admin.clone(), NS)
-        .create(&PostParams::default(), &serde_json::from_value(sts).unwrap())
-        .await
-        .unwrap();
     let stop = CancellationToken::new();
     let fakes = fake_controllers(admin.clone(), stop.clone());
     let mut opts = ReconcilerOptions::new("rbac-probe");
