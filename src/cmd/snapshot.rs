@@ -91,7 +91,8 @@ pub async fn exec(ctx: &mut Context, args: SnapshotArgs) -> anyhow::Result<()> {
         Kind::Full => "full",
         Kind::Delta => "delta",
     };
-    if args.engine != EngineArg::Druidctl {
+    // `--local` executes an EtcdOperatorTask in this process: with `auto` it picks druidctl.
+    if args.engine == EngineArg::Druid || (args.engine == EngineArg::Auto && !args.run.local) {
         if args.run.local {
             return Err(UsageError(
                 "--local runs an EtcdOperatorTask in this process; use it with --engine druidctl".into(),
