@@ -80,12 +80,12 @@ async fn a_local_snapshot_succeeds_and_streams_its_transitions_as_jsonl() {
 #[tokio::test]
 async fn waiting_without_an_executor_is_refused_and_creates_nothing() {
     let (cli, sidecar) = Cli::start().await;
-    let out = cli.run(&["snapshot", "full", "etcd-main", "--wait"]).await;
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--wait", "--engine", "druidctl"]).await;
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("no executor is running") && stderr(&out).contains("--local"), "{}", stderr(&out));
     assert!(cli.tasks().await.is_empty());
     // Without --wait the task is created and stays Pending; the CLI says why.
-    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait"]).await;
+    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait", "--engine", "druidctl"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("stays Pending"), "{}", stderr(&out));
     assert_eq!(cli.tasks().await.len(), 1);
@@ -182,7 +182,7 @@ async fn serve_executes_tasks_exposes_metrics_and_shuts_down_gracefully_on_sigte
     assert!(ready, "serve became ready");
     assert_eq!(http_get(&addr, "/healthz").await.map(|r| r.0), Some(200));
 
-    let out = cli.run(&["snapshot", "full", "etcd-main", "--wait", "--timeout", "30s"]).await;
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--wait", "--timeout", "30s", "--engine", "druidctl"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(sidecar.calls(), ["/snapshot/full"]);
     let (_, metrics) = http_get(&addr, "/metrics").await.unwrap();

@@ -102,10 +102,12 @@ async fn snapshot_compaction_follows_its_job_and_cleanup_after_the_ttl_removes_t
         let jobs = jobs.clone();
         tokio::spawn(async move {
             loop {
-                if jobs.get_opt("etcd-main-compactor").await.unwrap().is_some() {
+                if jobs.get_opt("etcd-main-compactor-ondemand").await.unwrap().is_some() {
                     let st =
                         json!({"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
-                    jobs.patch_status("etcd-main-compactor", &PatchParams::default(), &Patch::Merge(st)).await.unwrap();
+                    jobs.patch_status("etcd-main-compactor-ondemand", &PatchParams::default(), &Patch::Merge(st))
+                        .await
+                        .unwrap();
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -116,9 +118,14 @@ async fn snapshot_compaction_follows_its_job_and_cleanup_after_the_ttl_removes_t
     let t = r.run_to_completion(NS, "compact").await.unwrap();
     fake.await.unwrap();
     assert_eq!(t.state(), TaskState::Succeeded, "{}", summary(&t));
-    let job = jobs.get("etcd-main-compactor").await.unwrap();
+    let job = jobs.get("etcd-main-compactor-ondemand").await.unwrap();
     let labels = job.metadata.labels.clone().unwrap();
     assert_eq!(labels["druid.gardener.cloud/operator-task"], "compact");
+    // Built like etcd-druid's own compaction Job: the sidecar's image, the Etcd's service account.
+    let pod = job.spec.clone().unwrap().template.spec.unwrap();
+    assert_eq!(pod.containers[0].image.as_deref(), Some("etcdbrctl:v0.43.0"));
+    assert_eq!(pod.service_account_name.as_deref(), Some("etcd-main"));
+    assert_eq!(labels["app.kubernetes.io/component"], "etcd-snapshot-compaction-job");
     assert_eq!(job.metadata.owner_references.unwrap()[0].name, "compact");
     // TTL 0: the next reconciles delete the task, and its finalizer deletes the Job first.
     let tasks: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), NS);
@@ -131,7 +138,7 @@ async fn snapshot_compaction_follows_its_job_and_cleanup_after_the_ttl_removes_t
         }
     }
     assert!(tasks.get_opt("compact").await.unwrap().is_none(), "task deleted after its TTL");
-    assert!(jobs.get_opt("etcd-main-compactor").await.unwrap().is_none(), "its Job deleted with it");
+    assert!(jobs.get_opt("etcd-main-compactor-ondemand").await.unwrap().is_none(), "its Job deleted with it");
 }
 
 #[tokio::test]

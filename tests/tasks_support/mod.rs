@@ -64,6 +64,16 @@ pub async fn landscape() -> ApiServer {
         let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
         pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
     }
+    // etcd-druid's StatefulSet: the compaction Job takes the sidecar's image from it.
+    let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": ETCD, "namespace": NS},
+        "spec": {"replicas": 3, "serviceName": format!("{ETCD}-peer"), "selector": {"matchLabels": {"app": "etcd-statefulset"}},
+                 "template": {"metadata": {"labels": {"app": "etcd-statefulset"}}, "spec": {"containers": [
+                     {"name": "etcd", "image": "etcd-wrapper"},
+                     {"name": "backup-restore", "image": "etcdbrctl:v0.43.0"}]}}}});
+    Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(c.clone(), NS)
+        .create(&post, &serde_json::from_value(sts).unwrap())
+        .await
+        .unwrap();
     let svc = json!({"metadata": {"name": format!("{ETCD}-client"), "namespace": NS}, "spec": {"ports": [{"name": "backuprestore", "port": 8080}]}});
     Api::<k8s_openapi::api::core::v1::Service>::namespaced(c.clone(), NS)
         .create(&post, &serde_json::from_value(svc).unwrap())
@@ -83,6 +93,10 @@ impl Sidecar {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         server.register_service_backend(NS, &format!("{ETCD}-client"), 8080, addr);
+        // Each member's own sidecar (pod proxy, e.g. defragmentation) is this fake too.
+        for i in 0..3 {
+            server.register_pod_backend(NS, &format!("{ETCD}-{i}"), 8080, addr);
+        }
         let (me, client) = (self.clone(), server.client());
         tokio::spawn(async move {
             loop {

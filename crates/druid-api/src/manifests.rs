@@ -63,6 +63,8 @@ pub fn operator_rules() -> Vec<PolicyRule> {
         rule(&["druid.gardener.cloud"], &["etcds"], &["get", "list", "watch", "patch"]),
         rule(&["druid.gardener.cloud"], &["etcdoperatortasks"], &["get", "list", "watch", "create", "delete"]),
         rule(&["druid.gardener.cloud"], &["etcdcopybackupstasks"], READ),
+        // `snapshot` through etcd-druid, `task list|get`.
+        rule(&["druid.gardener.cloud"], &["etcdopstasks"], &["get", "list", "create"]),
         rule(&[""], &["pods", "persistentvolumeclaims", "services", "configmaps", "serviceaccounts"], READ),
         rule(&["apps"], &["statefulsets"], READ),
         rule(&["coordination.k8s.io"], &["leases"], READ),
@@ -77,18 +79,21 @@ pub fn operator_rules() -> Vec<PolicyRule> {
 /// Rules of the `serve` ClusterRole: the task controller's watches, status writes, executor and leader leases,
 /// events, and what the task types touch.
 pub fn serve_rules() -> Vec<PolicyRule> {
+    // Exactly what `serve` calls while it runs every task type (tests/rbac_real.rs checks this on the real
+    // API server, both ways).
     vec![
         rule(&["druid.gardener.cloud"], &["etcdoperatortasks"], &["get", "list", "watch", "patch", "delete"]),
-        rule(&["druid.gardener.cloud"], &["etcdoperatortasks/status"], &["get", "patch"]),
-        rule(&["druid.gardener.cloud"], &["etcds"], &["get", "list", "watch", "patch"]),
-        rule(&["druid.gardener.cloud"], &["etcdcopybackupstasks"], &["get", "list", "watch", "create", "delete"]),
-        rule(&["coordination.k8s.io"], &["leases"], &["get", "list", "watch", "create", "update", "patch", "delete"]),
-        rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
-        rule(&[""], &["pods", "persistentvolumeclaims"], READ),
-        rule(&[""], &["services/proxy", "pods/proxy"], &["get", "create"]),
-        rule(&["apps"], &["statefulsets"], READ),
-        rule(&["batch"], &["jobs"], &["get", "list", "watch", "create", "delete"]),
-        rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews"], &["create"]),
+        rule(&["druid.gardener.cloud"], &["etcdoperatortasks/status"], &["patch"]),
+        rule(&["druid.gardener.cloud"], &["etcds"], &["get"]),
+        rule(&["druid.gardener.cloud"], &["etcdcopybackupstasks"], &["get", "list", "create", "delete"]),
+        rule(&["coordination.k8s.io"], &["leases"], &["get", "create", "update", "delete"]),
+        rule(&[""], &["events"], &["create"]),
+        rule(&[""], &["pods", "persistentvolumeclaims"], &["get"]),
+        // `tasks::sidecar::route` reads the Service `<etcd>-client` for the backup port.
+        rule(&[""], &["services"], &["get"]),
+        rule(&[""], &["services/proxy", "pods/proxy"], &["create"]),
+        rule(&["apps"], &["statefulsets"], &["get"]),
+        rule(&["batch"], &["jobs"], &["get", "list", "create", "delete"]),
     ]
 }
 
