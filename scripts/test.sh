@@ -85,7 +85,7 @@ if [ -z "${DRUIDCTL_SKIP_EXTERNAL_E2E:-}" ]; then
   }
   before="$(left)"
   echo "test.sh: end-to-end tests against the real kube-apiserver $(
-    kubectl --kubeconfig "$kubeconfig" version -o json | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | tail -1
+    kubectl --kubeconfig "$kubeconfig" version -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | tail -1
   ) with kube-controller-manager (KUBECONFIG $kubeconfig)"
   started=$(date +%s)
   DRUIDCTL_TEST_KUBECONFIG="$kubeconfig" cargo nextest run --profile "$profile" \

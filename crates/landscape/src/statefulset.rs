@@ -229,11 +229,9 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
             let pvc = format!("{claim}-{name}-{i}");
             let key = (ns.clone(), pvc.clone());
             let rt = ctx.members.lock().expect("members").get(&member).cloned();
-            // A pod created again under the same name (or on a new PVC) is new: its containers start afresh.
-            let stale = rt.as_ref().is_some_and(|rt| {
-                ctx.pod_uids.lock().expect("uids").get(&member).is_some_and(|u| *u != uid)
-                    || volumes.get(&key).is_some_and(|v| rt.data_dir != ctx.volume_dir(&ns, v))
-            });
+            // A pod created again under the same name is new: its containers start afresh, on the volume its PVC
+            // has now (a running pod keeps the volume it mounted).
+            let stale = rt.is_some() && ctx.pod_uids.lock().expect("uids").get(&member).is_some_and(|u| *u != uid);
             if stale {
                 continue; // not live: the old runtime stops at the end of this pass
             }
