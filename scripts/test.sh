@@ -30,44 +30,75 @@ status=0
 cargo test --doc -p kube-sim --quiet || status=$?
 cargo nextest run --workspace --lib --bins --tests --profile "$profile" "$@" || status=$?
 
-# The end-to-end tests once more against an external API server: the embedded one, started separately over TCP,
-# so the playground's external path (CRDs installed through the API, namespaces of its own, sidecars reached
-# directly) runs on every change. docs/testing.md lists the set and what stays embedded-only.
+# The end-to-end tests once more against a REAL kube-apiserver with its kube-controller-manager, from
+# ../shared/realk8s (README.md there), started with a state directory and ports of its own and always stopped
+# (trap), so the landscape and every runbook run next to the real built-in controllers. docs/testing.md lists the
+# set and what stays embedded-only. A missing ../shared/realk8s fails the run under CI (CI set).
 # DRUIDCTL_SKIP_EXTERNAL_E2E=1 skips this pass (e.g. while iterating on one test).
 if [ -z "${DRUIDCTL_SKIP_EXTERNAL_E2E:-}" ]; then
-  e2e_dir="$(mktemp -d)"
-  apiserver_pid=""
-  cleanup() {
-    if [ -n "$apiserver_pid" ]; then
-      kill "$apiserver_pid" 2>/dev/null || true
-      wait "$apiserver_pid" 2>/dev/null || true
+  realk8s="$(pwd)/../shared/realk8s/realk8s.sh"
+  if [ ! -x "$realk8s" ]; then
+    if [ -n "${CI:-}" ]; then
+      echo "test.sh: $realk8s is missing: the end-to-end pass against the real kube-apiserver cannot run" >&2
+      exit 1
     fi
+    echo "test.sh: WARNING: $realk8s is missing; the end-to-end pass against the real kube-apiserver did NOT run" >&2
+    exit "$status"
+  fi
+  e2e_dir="$(mktemp -d)"
+  export REALK8S_DIR="$e2e_dir/realk8s"
+  # A free loopback port (nothing answers on it, not chosen yet), picked at random.
+  free_port() {
+    local p
+    while :; do
+      p=$(( 20000 + RANDOM % 30000 ))
+      case " ${taken_ports:-} " in *" $p "*) continue ;; esac
+      if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+    done
+  }
+  taken_ports=""
+  REALK8S_API_PORT=$(free_port); taken_ports="$taken_ports $REALK8S_API_PORT"
+  REALK8S_ETCD_PORT=$(free_port); taken_ports="$taken_ports $REALK8S_ETCD_PORT"
+  REALK8S_ETCD_PEER_PORT=$(free_port); taken_ports="$taken_ports $REALK8S_ETCD_PEER_PORT"
+  REALK8S_KCM_PORT=$(free_port)
+  export REALK8S_API_PORT REALK8S_ETCD_PORT REALK8S_ETCD_PEER_PORT REALK8S_KCM_PORT
+  cleanup() {
+    "$realk8s" stop >/dev/null 2>&1 || echo "test.sh: stopping the real kube-apiserver failed (state: $REALK8S_DIR)" >&2
     rm -rf "$e2e_dir"
   }
   trap cleanup EXIT
-  # The binary the main run just built (same profile, same target dir).
-  target_dir="$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
-  "$target_dir/debug/druidctl" playground apiserver --kubeconfig-out "$e2e_dir/kubeconfig" >"$e2e_dir/apiserver.log" 2>&1 &
-  apiserver_pid=$!
-  for _ in $(seq 1 100); do
-    [ -s "$e2e_dir/kubeconfig" ] && break
-    kill -0 "$apiserver_pid" 2>/dev/null || { cat "$e2e_dir/apiserver.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  [ -s "$e2e_dir/kubeconfig" ] || { echo "test.sh: the API server did not start" >&2; exit 1; }
-  # Every test removes its namespaces (and their Nodes) again: checked after the run.
-  left() { kubectl --kubeconfig "$e2e_dir/kubeconfig" get namespaces,nodes -o name | sort; }
+  if ! "$realk8s" start >"$e2e_dir/realk8s-start.log" 2>&1; then
+    cat "$e2e_dir/realk8s-start.log" >&2
+    echo "test.sh: the real kube-apiserver did not start" >&2
+    exit 1
+  fi
+  kubeconfig="$REALK8S_DIR/kubeconfig"
+  # Every test removes what it created: namespaces (with everything in them), Nodes and their Leases,
+  # PersistentVolumes. Compared before and after the run (Events expire by themselves and are not compared).
+  left() {
+    {
+      kubectl --kubeconfig "$kubeconfig" get namespaces,nodes,persistentvolumes,customresourcedefinitions -o name
+      kubectl --kubeconfig "$kubeconfig" get -A -o name \
+        pods,services,deployments,replicasets,statefulsets,jobs,persistentvolumeclaims,configmaps,secrets,leases,poddisruptionbudgets,serviceaccounts \
+        | grep -v '^lease.coordination.k8s.io/apiserver-'
+    } | sort
+  }
   before="$(left)"
-  echo "test.sh: end-to-end tests against an external API server (KUBECONFIG $e2e_dir/kubeconfig)"
+  echo "test.sh: end-to-end tests against the real kube-apiserver $(
+    kubectl --kubeconfig "$kubeconfig" version -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | tail -1
+  ) with kube-controller-manager (KUBECONFIG $kubeconfig)"
   started=$(date +%s)
-  DRUIDCTL_TEST_KUBECONFIG="$e2e_dir/kubeconfig" cargo nextest run --profile "$profile" \
+  DRUIDCTL_TEST_KUBECONFIG="$kubeconfig" cargo nextest run --profile "$profile" \
     --test landscape_playground --test tasks_playground --test runbook_recovery --test runbook_member_restore \
-    --test runbook_refusals "$@" || status=$?
-  echo "test.sh: external-server pass took $(( $(date +%s) - started ))s"
+    --test runbook_refusals --test runbook_certs_playground "$@" || status=$?
+  echo "test.sh: real-kube-apiserver pass took $(( $(date +%s) - started ))s"
   after="$(left)"
-  if [ "$before" != "$after" ]; then
-    echo "test.sh: the end-to-end tests left objects on the external API server:" >&2
-    comm -13 <(echo "$before") <(echo "$after") >&2
+  # The CRDs are installed once by the harness and kept (docs/testing.md): not a leftover.
+  after_cmp="$(echo "$after" | grep -v '^customresourcedefinition')"
+  before_cmp="$(echo "$before" | grep -v '^customresourcedefinition')"
+  if [ "$before_cmp" != "$after_cmp" ]; then
+    echo "test.sh: the end-to-end tests left objects on the real kube-apiserver:" >&2
+    comm -13 <(echo "$before_cmp") <(echo "$after_cmp") >&2
     status=1
   fi
 fi

@@ -11,12 +11,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::status::condition;
-use super::{Ctx, LandscapeError, tick};
+use super::{Ctx, LandscapeError, statefulset, tick};
 use druid_api::Etcd;
 use druid_api::names::{DWD_IGNORE_SCALING, DWD_REPLICAS};
 
@@ -80,6 +81,20 @@ async fn pass(ctx: &Ctx) -> Result<(), LandscapeError> {
         .list(&ListParams::default().labels(&format!("{CONTROL_PLANE_LABEL}=true")))
         .await
         .map_err(|e| LandscapeError::kube("list deployments", e))?;
+    // kube-controller-manager's ReplicaSet controller makes the Deployments' pods: one list for all of them.
+    let pods = match ctx.opts.builtin_controllers && !deps.items.is_empty() {
+        true => {
+            match &ctx.opts.namespace {
+                Some(ns) => Api::<Pod>::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            }
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| LandscapeError::kube("list pods", e))?
+            .items
+        }
+        false => Vec::new(),
+    };
     for d in deps.items {
         let ns = d.metadata.namespace.clone().unwrap_or_default();
         let name = d.metadata.name.clone().unwrap_or_default();
@@ -103,6 +118,12 @@ async fn pass(ctx: &Ctx) -> Result<(), LandscapeError> {
                 continue;
             }
         }
+        if ctx.opts.builtin_controllers {
+            // kube-controller-manager's Deployment controller owns the status; the landscape is the scheduler
+            // and kubelet of its pods.
+            run_pods(ctx, &ns, &name, &d, &pods, lost).await;
+            continue;
+        }
         let ready = if name == "kube-apiserver" && lost { 0 } else { replicas };
         let st = d.status.clone().unwrap_or_default();
         if st.replicas != Some(replicas)
@@ -115,6 +136,64 @@ async fn pass(ctx: &Ctx) -> Result<(), LandscapeError> {
         }
     }
     Ok(())
+}
+
+/// Scheduler and kubelet for the pods of control-plane Deployment `name` (made by kube-controller-manager's
+/// ReplicaSet controller): binds them to a node of the namespace, reports them Running and Ready (kube-apiserver's
+/// readiness probe fails while its etcd has lost quorum), and confirms their graceful deletion. Patches only a
+/// status that differs.
+async fn run_pods(ctx: &Ctx, ns: &str, name: &str, d: &Deployment, all: &[Pod], lost: bool) {
+    let selector = d.spec.as_ref().and_then(|s| s.selector.match_labels.clone()).unwrap_or_default();
+    if selector.is_empty() {
+        return;
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.clients.dwd.clone(), ns);
+    let ready = !(name == "kube-apiserver" && lost);
+    let selected = all.iter().filter(|p| {
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        p.metadata.namespace.as_deref() == Some(ns) && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+    });
+    for p in selected {
+        if p.metadata.deletion_timestamp.is_some() {
+            statefulset::confirm_deletion(ctx, ns, p).await;
+            continue;
+        }
+        if p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none() {
+            if let Some(node) = statefulset::schedule(ctx, ns, &Default::default()).await {
+                statefulset::bind(ctx, ns, p, &node).await;
+            }
+            continue;
+        }
+        let status = p.status.clone().unwrap_or_default();
+        let is_ready = status.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
+        if status.phase.as_deref() == Some("Running") && is_ready == ready {
+            continue;
+        }
+        let now = jiff::Timestamp::now().to_string();
+        let started = status.start_time.as_ref().map(|t| t.0.to_string()).unwrap_or_else(|| now.clone());
+        let b = if ready { "True" } else { "False" };
+        let containers: Vec<_> = p
+            .spec
+            .iter()
+            .flat_map(|s| s.containers.iter())
+            .map(|c| {
+                json!({"name": c.name, "ready": ready, "started": true, "restartCount": 0,
+                "image": c.image, "imageID": "", "state": {"running": {"startedAt": started}}})
+            })
+            .collect();
+        let patch = json!({"status": {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
+            "hostIP": "127.0.0.1", "startTime": started,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": started},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": started},
+                {"type": "ContainersReady", "status": b, "lastTransitionTime": now},
+                {"type": "Ready", "status": b, "lastTransitionTime": now}],
+            "containerStatuses": containers}});
+        let pod = p.metadata.name.clone().unwrap_or_default();
+        if let Err(e) = pods.patch_status(&pod, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            tracing::debug!(pod, error = %e, "control-plane pod status not posted");
+        }
+    }
 }
 
 #[cfg(test)]

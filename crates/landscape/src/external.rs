@@ -160,6 +160,20 @@ pub(crate) async fn connect(
     Ok((client, url, context))
 }
 
+/// Whether kube-controller-manager acts on this server: its service-account controller gives every namespace a
+/// ServiceAccount `default` (`pkg/controller/serviceaccount/serviceaccounts_controller.go`, the `default` entry of
+/// `DefaultServiceAccountsControllerOptions`), which the API server alone never creates. A server with it also
+/// runs the StatefulSet, Deployment, ReplicaSet, Job, PV binder, namespace, GC and node lifecycle controllers.
+pub async fn builtin_controllers(client: &kube::Client) -> Result<bool, LandscapeError> {
+    let api: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), "default");
+    match api.get_opt("default").await {
+        Ok(sa) => Ok(sa.is_some()),
+        // Not allowed to look: assume a cluster as it is usually run, with its controllers.
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(true),
+        Err(e) => Err(LandscapeError::kube("read ServiceAccount default/default", e)),
+    }
+}
+
 /// Writes `<state>/kubeconfig`: the external kubeconfig with `context` current and namespace `namespace`
 /// (owner-readable only: it carries the user's credentials).
 pub(crate) fn write_kubeconfig(
@@ -331,7 +345,53 @@ pub async fn remove_created(
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(LandscapeError::kube(format!("delete node {name}"), e)),
             }
+            // The kubelet's node Lease (owned by the Node: the garbage collector would remove it too, later).
+            let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+                Api::namespaced(client.clone(), "kube-node-lease");
+            match leases.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {}
+                Err(e) => return Err(LandscapeError::kube(format!("delete node lease {name}"), e)),
+            }
         }
+    }
+    // The PersistentVolumes the landscape provisioned for claims of these namespaces (cluster-scoped: the
+    // namespaces' deletion leaves them Released). Waits until they are gone (pv-protection holds a bound one).
+    let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(client.clone());
+    loop {
+        let list = match pvs.list(&ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(kube::Error::Api(s)) if s.code == 403 => break,
+            Err(e) => return Err(LandscapeError::kube("list persistentvolumes", e)),
+        };
+        let ours: Vec<_> = list
+            .into_iter()
+            .filter(|pv| {
+                let by = pv.metadata.annotations.as_ref().and_then(|a| a.get("pv.kubernetes.io/provisioned-by"));
+                let claim_ns = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()).and_then(|c| c.namespace.clone());
+                by.map(String::as_str) == Some(crate::statefulset::PROVISIONED_BY)
+                    && claim_ns.is_some_and(|ns| record.created_namespaces.contains(&ns))
+            })
+            .collect();
+        if ours.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let names: Vec<_> = ours.iter().filter_map(|pv| pv.metadata.name.clone()).collect();
+            return Err(LandscapeError::Timeout {
+                what: format!("persistent volumes {names:?} to be deleted"),
+                timeout,
+            });
+        }
+        for pv in ours.iter().filter(|pv| pv.metadata.deletion_timestamp.is_none()) {
+            let name = pv.metadata.name.clone().unwrap_or_default();
+            match pvs.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(LandscapeError::kube(format!("delete persistentvolume {name}"), e)),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in &record.created_crds {

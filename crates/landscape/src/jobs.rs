@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -51,6 +52,15 @@ async fn pass(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
     for job in jobs.items {
         let status = job.status.clone().unwrap_or_default();
         if status.completion_time.is_some() || status.failed.unwrap_or(0) > 0 {
+            continue;
+        }
+        if ctx.opts.builtin_controllers {
+            // kube-controller-manager's Job controller owns the Job and its status: the landscape is the
+            // kubelet that runs its pod.
+            run_job_pods(ctx, &job).await;
+            continue;
+        }
+        if ctx.busy.lock().expect("busy").contains(&given_up(&job)) {
             continue;
         }
         let ns = job.metadata.namespace.clone().unwrap_or_default();
@@ -175,6 +185,100 @@ async fn compact(ctx: &Ctx, client: &Client, job: &Job) {
     };
     if let Err(e) = jobs.patch_status(job_name, &PatchParams::default(), &Patch::Merge(&status)).await {
         tracing::warn!(job = %job_name, error = %e, "compaction job status not written");
+        // A refusal that cannot succeed later (4xx other than conflict and throttling) is not retried.
+        if let kube::Error::Api(s) = &e
+            && (400..500).contains(&s.code)
+            && s.code != 409
+            && s.code != 429
+            && let Ok(Some(job)) = jobs.get_opt(job_name).await
+        {
+            ctx.busy.lock().expect("busy").insert(given_up(&job));
+        }
+    }
+}
+
+/// Key in `busy` of a Job whose status the server refused for good.
+fn given_up(job: &Job) -> String {
+    format!("given-up/{}", job.metadata.uid.as_deref().unwrap_or_default())
+}
+
+/// The kubelet of the compaction Job's pods: binds a new pod to a node, runs the compaction once for it and
+/// reports it Running, then Succeeded or Failed with its container terminated (exit code 0 or 1); the Job
+/// controller derives the Job's status from that. Confirms the graceful deletion of a running pod.
+async fn run_job_pods(ctx: &Arc<Ctx>, job: &Job) {
+    let ns = job.metadata.namespace.clone().unwrap_or_default();
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(ctx.clients.druid.clone(), &ns);
+    // The label the Job controller puts on its pods (`batch.kubernetes.io/job-name`).
+    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job_name}"));
+    let Ok(list) = pods.list(&lp).await else { return };
+    for p in list.items {
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        if p.metadata.deletion_timestamp.is_some() {
+            if !ctx.busy.lock().expect("busy").contains(&format!("{ns}/jobpod/{uid}")) {
+                crate::statefulset::confirm_deletion(ctx, &ns, &p).await;
+            }
+            continue;
+        }
+        if phase == "Succeeded" || phase == "Failed" || ctx.busy.lock().expect("busy").contains(&format!("ran/{uid}")) {
+            continue;
+        }
+        if p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none() {
+            if let Some(node) = crate::statefulset::schedule(ctx, &ns, &Default::default()).await {
+                crate::statefulset::bind(ctx, &ns, &p, &node).await;
+            }
+            continue;
+        }
+        spawn_once(ctx, format!("{ns}/jobpod/{uid}"), {
+            let (ctx, job, pods, ns) = (ctx.clone(), job.clone(), pods.clone(), ns.clone());
+            async move {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                let containers: Vec<(String, String)> = p
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.containers.iter())
+                    .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+                    .collect();
+                let start = jiff::Timestamp::now().to_string();
+                let running: Vec<_> = containers
+                    .iter()
+                    .map(|(n, i)| {
+                        json!({"name": n, "image": i, "imageID": "",
+                    "ready": true, "started": true, "restartCount": 0, "state": {"running": {"startedAt": start}}})
+                    })
+                    .collect();
+                let status = json!({"status": {"phase": "Running", "startTime": start, "podIP": "127.0.0.1",
+                    "hostIP": "127.0.0.1", "containerStatuses": running}});
+                let _ = pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+                let client = ctx.clients.druid.clone();
+                let result = match compaction_run(&client, &job).await {
+                    Ok(run) => compact_store(&ctx, &client, &ns, &run).await,
+                    Err(e) => Err(e),
+                };
+                let now = jiff::Timestamp::now().to_string();
+                let (phase, code, reason, message) = match &result {
+                    Ok(m) => ("Succeeded", 0, "Completed", m.clone()),
+                    Err(e) => ("Failed", 1, "Error", e.clone()),
+                };
+                let done: Vec<_> = containers
+                    .iter()
+                    .map(|(n, i)| {
+                        json!({"name": n, "image": i, "imageID": "",
+                    "ready": false, "started": false, "restartCount": 0, "state": {"terminated": {"exitCode": code,
+                    "reason": reason, "message": message, "startedAt": start, "finishedAt": now}}})
+                    })
+                    .collect();
+                let status = json!({"status": {"phase": phase, "containerStatuses": done, "conditions": [
+                    {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
+                    {"type": "ContainersReady", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}]}});
+                if let Err(e) = pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+                    tracing::warn!(pod = %name, error = %e, "compaction pod status not written");
+                }
+                // Run once per pod, whatever the server answered.
+                ctx.busy.lock().expect("busy").insert(format!("ran/{}", p.metadata.uid.clone().unwrap_or_default()));
+            }
+        });
     }
 }
 

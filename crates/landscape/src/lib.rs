@@ -154,6 +154,13 @@ pub struct LandscapeOptions {
     pub dwd_dependents: Vec<String>,
     /// What runs the etcd members; `None`: [`EtcdBackend::select`] (real etcd when found, else simulated).
     pub etcd: Option<EtcdBackend>,
+    /// Whether the API server's own controllers run (kube-controller-manager: StatefulSet, Deployment,
+    /// ReplicaSet, Job, PDB, PV binder, namespace, GC, node lifecycle). Then they own those kinds and the landscape
+    /// plays only what such a cluster still lacks: scheduler and kubelet (binding, pod status, deletion
+    /// confirmed, node lease heartbeat) and the volume provisioner (a PV for each pending PVC). Without them the
+    /// landscape also plays the StatefulSet, Deployment and Job controllers. The playground detects it from the
+    /// server ([`external::builtin_controllers`]).
+    pub builtin_controllers: bool,
 }
 
 impl LandscapeOptions {
@@ -170,6 +177,7 @@ impl LandscapeOptions {
             election_ms: 1000,
             dwd_dependents: vec!["kube-controller-manager".into(), "machine-controller-manager".into()],
             etcd: None,
+            builtin_controllers: false,
         }
     }
 }
@@ -210,6 +218,13 @@ pub(crate) struct Ctx {
     pub(crate) backup_failing: Mutex<HashSet<(String, String)>>,
     /// Jobs and copy tasks being worked on (`ns/kind/name`).
     pub(crate) busy: Mutex<HashSet<String>>,
+    /// uid of the pod each member runtime runs for: a pod deleted and created again under the same name is a new
+    /// pod, whose containers a kubelet starts afresh.
+    pub(crate) pod_uids: Mutex<HashMap<MemberKey, String>>,
+    /// PVCs (uid) a PersistentVolume was provisioned for.
+    pub(crate) provisioned: Mutex<HashSet<String>>,
+    /// When the kubelet last renewed its node leases.
+    pub(crate) node_heartbeat: Mutex<Option<std::time::Instant>>,
 }
 
 impl Ctx {
@@ -283,6 +298,9 @@ impl Landscape {
             tls_ports: Mutex::default(),
             backup_failing: Mutex::default(),
             busy: Mutex::default(),
+            pod_uids: Mutex::default(),
+            provisioned: Mutex::default(),
+            node_heartbeat: Mutex::default(),
         });
         let tasks = vec![
             tokio::spawn(druid::run(ctx.clone())),

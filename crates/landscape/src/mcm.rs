@@ -184,6 +184,11 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
             create_machine(client, set, &raw, &sns).await?;
         }
         let status = json!({"status": {"replicas": live.max(0), "readyReplicas": live.max(0), "availableReplicas": live.max(0)}});
+        // Patched only when it changed.
+        let have = &raw["status"];
+        if ["replicas", "readyReplicas", "availableReplicas"].iter().all(|k| have[*k] == status["status"][*k]) {
+            continue;
+        }
         let _ = Api::<MachineSet>::namespaced(client.clone(), &sns)
             .patch_status(
                 set.metadata.name.as_deref().unwrap_or_default(),

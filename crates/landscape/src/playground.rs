@@ -210,6 +210,7 @@ impl Playground {
         let namespaces: Vec<String> = (0..opts.etcds.max(1)).map(|i| format!("{}{i}", opts.namespace_prefix)).collect();
         let kubeconfig = state.join("kubeconfig");
         let mut record = PlaygroundRecord { namespaces: namespaces.clone(), ..Default::default() };
+        let mut builtin = false;
         let prepared = match &opts.external {
             None => {
                 record.mode = "embedded".into();
@@ -224,6 +225,7 @@ impl Playground {
                 record.write(&state)?;
                 external::write_kubeconfig(ext, context.as_deref(), &namespaces[0], &kubeconfig)?;
                 let clients = ActorClients::same(admin.clone());
+                builtin = external::builtin_controllers(&admin).await?;
                 Prepared { embedded: None, admin, clients, registrar: None, url }
             }
         };
@@ -231,6 +233,7 @@ impl Playground {
         let mut opts = opts;
         let mut lopts = opts.landscape.take().unwrap_or_else(|| LandscapeOptions::new(&state));
         let etcd = lopts.etcd.get_or_insert_with(EtcdBackend::select).clone();
+        lopts.builtin_controllers |= builtin;
         opts.landscape = Some(lopts);
         if let EtcdBackend::Simulated { reason } = &etcd {
             record.fallbacks.push(external::Fallback {

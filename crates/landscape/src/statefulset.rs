@@ -27,6 +27,58 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
         if let Err(e) = reconcile_all(&ctx).await {
             tracing::debug!(error = %e, "statefulset controller pass failed");
         }
+        if ctx.opts.builtin_controllers {
+            heartbeat(&ctx).await;
+        }
+    }
+}
+
+/// How often the kubelet renews its node Lease (kubelet's `nodeLeaseDurationSeconds` 40 s, renewed every quarter
+/// of it: `pkg/kubelet/nodelease`, `renewIntervalFraction` 0.25).
+const NODE_LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
+/// kubelet's `nodeLeaseDurationSeconds` default.
+const NODE_LEASE_SECONDS: i32 = 40;
+
+/// The kubelets' heartbeat: each Ready Node of the namespace's Machines renews its Lease in `kube-node-lease`
+/// (owned by the Node, as the kubelet makes it), so that kube-controller-manager's node lifecycle controller does
+/// not take the node for unreachable. A Node the landscape made NotReady gets no heartbeat.
+async fn heartbeat(ctx: &Ctx) {
+    {
+        let mut last = ctx.node_heartbeat.lock().expect("heartbeat");
+        if last.is_some_and(|t| t.elapsed() < NODE_LEASE_RENEW) {
+            return;
+        }
+        *last = Some(std::time::Instant::now());
+    }
+    let Some(ns) = ctx.opts.namespace.as_deref() else { return };
+    let Ok(nodes) = Api::<Node>::all(ctx.clients.statefulset.clone()).list(&ListParams::default()).await else {
+        return;
+    };
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(ctx.clients.statefulset.clone(), "kube-node-lease");
+    let prefix = format!("playground:///{ns}/");
+    for node in nodes.items {
+        let ours = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| p.starts_with(&prefix));
+        if !ours || !node_ready(&node) || node.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let now = super::micro_time_now();
+        let patch =
+            json!({"spec": {"holderIdentity": name, "leaseDurationSeconds": NODE_LEASE_SECONDS, "renewTime": now}});
+        match leases.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": name, "namespace": "kube-node-lease",
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node.metadata.uid}]},
+                    "spec": patch["spec"]});
+                if let Ok(lease) = serde_json::from_value(lease) {
+                    let _ = leases.create(&PostParams::default(), &lease).await;
+                }
+            }
+            Err(e) => tracing::debug!(node = %name, error = %e, "node lease not renewed"),
+        }
     }
 }
 
@@ -99,8 +151,42 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| p.spec.as_ref()?.node_name.clone())
             .collect();
+        let builtin = ctx.opts.builtin_controllers;
+        if builtin {
+            // kube-controller-manager's StatefulSet controller makes the PVCs and pods, scales down and writes the
+            // status; what it lacks is a provisioner for the PVCs and a scheduler for the pods.
+            for pvc in &pvcs.items {
+                let pvc_name = pvc.metadata.name.as_deref().unwrap_or_default();
+                let ours = pvc_name.strip_prefix(&format!("{claim}-")).and_then(|rest| ordinal(rest, &name)).is_some();
+                if ours && pvc.metadata.namespace.as_deref() == Some(ns.as_str()) {
+                    provision(ctx, pvc).await;
+                }
+            }
+            for (&i, p) in &owned {
+                let unbound = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none();
+                if !unbound || p.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                // kube-scheduler's VolumeBinding plugin: a pod waits for its (immediately bound) PVC; one whose
+                // PVC is being deleted is not scheduled (pvc-protection relies on that).
+                let pvc = format!("{claim}-{name}-{i}");
+                let bound = pvcs.items.iter().any(|c| {
+                    c.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && c.metadata.name.as_deref() == Some(pvc.as_str())
+                        && c.metadata.deletion_timestamp.is_none()
+                        && c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+                });
+                if !bound {
+                    continue;
+                }
+                let Some(node) = schedule(ctx, &ns, &taken).await else { continue };
+                if bind(ctx, &ns, p, &node).await {
+                    taken.insert(node);
+                }
+            }
+        }
         // PVCs and pods for ordinals below replicas.
-        for i in 0..replicas {
+        for i in (0..replicas).filter(|_| !builtin) {
             let pod_name = format!("{name}-{i}");
             let pvc = format!("{claim}-{name}-{i}");
             let Some(volume) = volumes.get(&(ns.clone(), pvc.clone())) else {
@@ -116,6 +202,7 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
         }
         // Scale down: highest ordinal first, one per pass.
         if let Some((&i, p)) = owned.iter().rev().find(|(i, _)| **i >= replicas)
+            && !builtin
             && p.metadata.deletion_timestamp.is_none()
         {
             let pod_name = format!("{name}-{i}");
@@ -126,25 +213,42 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
         let mut current = 0;
         for (&i, p) in &owned {
             let pod_name = p.metadata.name.clone().unwrap_or_default();
+            let member = (ns.clone(), pod_name.clone());
             if p.metadata.deletion_timestamp.is_some() {
+                // Its containers are stopped below (the runtime goes with the pod); once they are, the kubelet
+                // confirms the graceful deletion.
+                if !ctx.members.lock().expect("members").contains_key(&member) {
+                    confirm_deletion(ctx, &ns, p).await;
+                }
                 continue;
             }
-            live_pods.insert((ns.clone(), pod_name.clone()));
-            current += 1;
+            if p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none() {
+                continue; // not scheduled yet: no kubelet runs it
+            }
+            let uid = p.metadata.uid.clone().unwrap_or_default();
             let pvc = format!("{claim}-{name}-{i}");
             let key = (ns.clone(), pvc.clone());
-            let rt = ctx.members.lock().expect("members").get(&(ns.clone(), pod_name.clone())).cloned();
+            let rt = ctx.members.lock().expect("members").get(&member).cloned();
+            // A pod created again under the same name is new: its containers start afresh, on the volume its PVC
+            // has now (a running pod keeps the volume it mounted).
+            let stale = rt.is_some() && ctx.pod_uids.lock().expect("uids").get(&member).is_some_and(|u| *u != uid);
+            if stale {
+                continue; // not live: the old runtime stops at the end of this pass
+            }
+            live_pods.insert(member.clone());
+            current += 1;
             let rt = match (rt, volumes.get(&key)) {
                 (Some(rt), _) => rt,
                 (None, Some(volume)) => ensure_runtime(ctx, &ns, &pod_name, &name, &pvc, volume).await?,
                 (None, None) => continue, // pod without its PVC: stays pending
             };
+            ctx.pod_uids.lock().expect("uids").insert(member, uid);
             publish_backup_address(ctx, &ns, p, &rt).await;
             let view = rt.view();
             if view.ready {
                 ready += 1;
             }
-            if p.status.as_ref().and_then(|s| s.phase.as_deref()).is_none() {
+            if status_differs(p, &view) {
                 rt.invalidate_posted();
             }
             if let Some(view) = rt.take_changed_view()
@@ -164,7 +268,7 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
                 || o.ready_replicas.unwrap_or(0) != ready
                 || o.observed_generation != sts.metadata.generation
         });
-        if changed {
+        if changed && !builtin {
             let _ = api::<StatefulSet>(ctx, Some(&ns))
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await;
@@ -175,6 +279,8 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
     let gone: Vec<Arc<MemberRuntime>> = {
         let mut members = ctx.members.lock().expect("members");
         let keys: Vec<_> = members.keys().filter(|k| !live_pods.contains(*k)).cloned().collect();
+        let mut uids = ctx.pod_uids.lock().expect("uids");
+        keys.iter().for_each(|k| drop(uids.remove(k)));
         keys.iter().filter_map(|k| members.remove(k)).collect()
     };
     for rt in gone {
@@ -191,8 +297,11 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
             }
             for vol in std::fs::read_dir(ns_dir.path()).into_iter().flatten().flatten() {
                 let volume = vol.file_name().to_string_lossy().into_owned();
-                if !volume_dirs.contains(&(ns.clone(), volume)) && !in_use.contains(&vol.path()) {
+                if !volume_dirs.contains(&(ns.clone(), volume.clone())) && !in_use.contains(&vol.path()) {
                     let _ = std::fs::remove_dir_all(vol.path());
+                    if ctx.opts.builtin_controllers {
+                        reclaim(ctx, &volume).await;
+                    }
                 }
             }
         }
@@ -200,26 +309,150 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
     Ok(())
 }
 
-/// Keeps the pod's sidecar address annotations in line with its runtime (a runtime started again for an
-/// existing pod listens elsewhere); where the API server cannot proxy, druidctl follows the direct one.
+/// The annotations the landscape publishes on a member pod: where its etcd serves clients (plain and TLS, when
+/// its Etcd has `clientUrlTls`, see `super::tls`) and its sidecar; where the API server cannot proxy, also the
+/// sidecar address druidctl uses directly.
+fn member_annotations(ctx: &Ctx, ns: &str, pod: &str, rt: &MemberRuntime) -> serde_json::Map<String, Value> {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(ANNOTATION_CLIENT_URL.into(), json!(rt.client_url()));
+    annotations.insert(ANNOTATION_BACKUP_API.into(), json!(rt.backup_addr().to_string()));
+    annotations.insert(CLIENT_TLS_URL_ANNOTATION.into(), json!(format!("https://127.0.0.1:{}", ctx.tls_port(ns, pod))));
+    if ctx.registrar.is_none() {
+        // The API server cannot proxy to this process; druidctl reaches the sidecar at this address instead.
+        annotations.insert(ANNOTATION_DIRECT_ADDRESS.into(), json!(rt.backup_addr().to_string()));
+    }
+    annotations
+}
+
+/// Keeps the pod's address annotations in line with its runtime (a runtime started again for an existing pod
+/// listens elsewhere; a pod made by kube-controller-manager's StatefulSet controller has none); patches only
+/// those that differ.
 async fn publish_backup_address(ctx: &Ctx, ns: &str, pod: &Pod, rt: &MemberRuntime) {
-    let want = rt.backup_addr().to_string();
-    let have = |key: &str| pod.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
-    let direct = ctx.registrar.is_none();
-    if have(ANNOTATION_BACKUP_API) == Some(want.as_str())
-        && (!direct || have(ANNOTATION_DIRECT_ADDRESS) == Some(want.as_str()))
-    {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let have = pod.metadata.annotations.clone().unwrap_or_default();
+    let mut want = member_annotations(ctx, ns, name, rt);
+    want.retain(|k, v| have.get(k).map(|h| json!(h)) != Some(v.clone()));
+    if want.is_empty() {
         return;
     }
-    let mut annotations = json!({ANNOTATION_BACKUP_API: want});
-    if direct {
-        annotations[ANNOTATION_DIRECT_ADDRESS] = json!(want);
-    }
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let patch = json!({"metadata": {"annotations": annotations}});
+    let patch = json!({"metadata": {"annotations": want}});
     if let Err(e) = api::<Pod>(ctx, Some(ns)).patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
         tracing::debug!(pod = name, error = %e, "sidecar address not published");
     }
+}
+
+/// Whether the pod's status shows something else than the member's `view` (phase, readiness, restarts): then
+/// the kubelet posts it again, e.g. for a pod created again under the same name, or marked not ready by the
+/// node lifecycle controller.
+fn status_differs(pod: &Pod, view: &PodView) -> bool {
+    let want = pod_status(view);
+    let Some(status) = pod.status.as_ref() else { return true };
+    let ready = status.conditions.iter().flatten().find(|c| c.type_ == "Ready").map(|c| c.status == "True");
+    let restarts = status.container_statuses.iter().flatten().find(|c| c.name == "etcd").map(|c| c.restart_count);
+    status.phase.as_deref() != want["phase"].as_str()
+        || ready != Some(view.ready)
+        || restarts != Some(view.restart_count)
+}
+
+/// kube-scheduler's binding of `pod` to `node` (`pods/binding`). False when the server refused it.
+pub(crate) async fn bind(ctx: &Ctx, ns: &str, pod: &Pod, node: &str) -> bool {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+    match api::<Pod>(ctx, Some(ns))
+        .create_subresource::<_, Value>("binding", name, &PostParams::default(), &binding)
+        .await
+    {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!(pod = name, node, error = %e, "pod not bound");
+            false
+        }
+    }
+}
+
+/// The kubelet's confirmation of a graceful pod deletion once the pod's containers are stopped: a DELETE with
+/// grace period 0 for exactly this pod (uid precondition). Only for pods on a node: the API server removes an
+/// unscheduled pod at once.
+pub(crate) async fn confirm_deletion(ctx: &Ctx, ns: &str, pod: &Pod) {
+    let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some();
+    if !on_node || pod.metadata.deletion_grace_period_seconds.unwrap_or(0) == 0 {
+        return;
+    }
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(kube::api::Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+        ..Default::default()
+    };
+    if let Err(e) = api::<Pod>(ctx, Some(ns)).delete(name, &dp).await {
+        tracing::debug!(pod = name, error = %e, "pod deletion not confirmed");
+    }
+}
+
+/// Annotation `pv.kubernetes.io/provisioned-by` of the PersistentVolumes the landscape provisions: an external
+/// provisioner's name, so that kube-controller-manager's PV controller leaves their deletion to the landscape
+/// (`pkg/controller/volume/persistentvolume/pv_controller.go`, `reclaimVolume` → `deleteVolumeOperation` only for
+/// in-tree plugins).
+pub const PROVISIONED_BY: &str = "playground.druidctl.gardener.cloud/local-path";
+
+/// The volume provisioner: a PersistentVolume (a directory of this machine) pre-bound to a pending `pvc` through
+/// `spec.claimRef`; kube-controller-manager's PV controller then binds the claim to it.
+async fn provision(ctx: &Ctx, pvc: &PersistentVolumeClaim) {
+    let uid = pvc.metadata.uid.clone().unwrap_or_default();
+    let pending =
+        pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref()).is_none() && pvc.metadata.deletion_timestamp.is_none();
+    if !pending || ctx.provisioned.lock().expect("provisioned").contains(&uid) {
+        return;
+    }
+    let ns = pvc.metadata.namespace.clone().unwrap_or_default();
+    let name = pvc.metadata.name.clone().unwrap_or_default();
+    let spec = pvc.spec.clone().unwrap_or_default();
+    let storage = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone())
+        .unwrap_or_else(|| "1Gi".into());
+    let pv = json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": format!("pvc-{uid}"), "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONED_BY}},
+        "spec": {
+            "capacity": {"storage": storage},
+            "accessModes": spec.access_modes.clone().unwrap_or_else(|| vec!["ReadWriteOnce".into()]),
+            "persistentVolumeReclaimPolicy": "Delete",
+            "storageClassName": spec.storage_class_name.clone().unwrap_or_default(),
+            "volumeMode": spec.volume_mode.clone().unwrap_or_else(|| "Filesystem".into()),
+            "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ns, "name": name, "uid": uid},
+            "hostPath": {"path": ctx.volume_dir(&ns, &format!("{name}-{uid}")).display().to_string()},
+        },
+    });
+    let Ok(pv) = serde_json::from_value::<k8s_openapi::api::core::v1::PersistentVolume>(pv) else { return };
+    let api: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(ctx.clients.statefulset.clone());
+    match api.create(&PostParams::default(), &pv).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => {
+            tracing::debug!(pvc = %name, error = %e, "volume not provisioned");
+            return;
+        }
+    }
+    ctx.provisioned.lock().expect("provisioned").insert(uid);
+}
+
+/// The provisioner's reclaim policy `Delete`: the PersistentVolume of a volume whose claim is gone is deleted.
+async fn reclaim(ctx: &Ctx, volume: &str) {
+    // `volume` is `<pvc>-<uid>`; the PV is `pvc-<uid>`.
+    let Some(uid) = volume.len().checked_sub(36).and_then(|i| volume.get(i..)) else { return };
+    let api: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(ctx.clients.statefulset.clone());
+    match api.delete(&format!("pvc-{uid}"), &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => tracing::debug!(volume, error = %e, "volume not reclaimed"),
+    }
+    ctx.provisioned.lock().expect("provisioned").remove(uid);
 }
 
 async fn ensure_runtime(
@@ -267,7 +500,7 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
 /// (first by name); `playground-node` when `ns` has no Machines (landscapes without MCM); `None` (the pod stays
 /// unschedulable for now, as with a real scheduler) while Machines exist but no Node fits, e.g. while a
 /// replacement node is not Ready yet.
-async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String> {
+pub(crate) async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String> {
     let machines =
         match Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns).list(&ListParams::default()).await {
             Ok(l) if !l.items.is_empty() => l.items,
@@ -309,14 +542,7 @@ async fn create_pod(ctx: &Ctx, sts: &StatefulSet, pod: &str, pvc: &str, claim: &
         "apps.kubernetes.io/pod-index".into(),
         ordinal(pod, sts.metadata.name.as_deref().unwrap_or_default()).unwrap_or(0).to_string(),
     );
-    let mut annotations =
-        json!({ANNOTATION_CLIENT_URL: rt.client_url(), ANNOTATION_BACKUP_API: rt.backup_addr().to_string()});
-    // Where the member serves client TLS when its Etcd has `clientUrlTls` (see `super::tls`).
-    annotations[CLIENT_TLS_URL_ANNOTATION] = json!(format!("https://127.0.0.1:{}", ctx.tls_port(&ns, pod)));
-    if ctx.registrar.is_none() {
-        // The API server cannot proxy to this process; druidctl reaches the sidecar at this address instead.
-        annotations[ANNOTATION_DIRECT_ADDRESS] = json!(rt.backup_addr().to_string());
-    }
+    let annotations = member_annotations(ctx, &ns, pod, rt);
     let obj = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -396,6 +622,21 @@ mod tests {
         assert_eq!(s["containerStatuses"][0]["state"]["waiting"]["reason"], "CrashLoopBackOff");
         assert_eq!(s["containerStatuses"][0]["restartCount"], 3);
         assert_eq!(s["conditions"][3]["status"], "False");
+    }
+
+    #[test]
+    fn a_pod_whose_status_does_not_show_the_member_is_posted_again() {
+        let view = PodView { running: true, ready: true, restart_count: 1, waiting: None, started_at: None };
+        let pod = |status: Value| serde_json::from_value::<Pod>(json!({"metadata": {"name": "p"}, "status": status}));
+        // Created again by a StatefulSet controller: the API server defaults the phase to Pending.
+        assert!(status_differs(&pod(json!({"phase": "Pending"})).unwrap(), &view));
+        assert!(status_differs(&Pod::default(), &view));
+        let posted = pod(pod_status(&view)).unwrap();
+        assert!(!status_differs(&posted, &view));
+        // Marked not ready by the node lifecycle controller.
+        let mut not_ready = pod_status(&view);
+        not_ready["conditions"][3]["status"] = json!("False");
+        assert!(status_differs(&pod(not_ready).unwrap(), &view));
     }
 
     #[test]
