@@ -382,9 +382,17 @@ async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
     let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(admin.clone(), &ns);
     let job = serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "etcd-main-compactor", "namespace": ns},
+        // As etcd-druid's compaction controller writes it (internal/controller/compaction/reconciler.go): the
+        // component label, `etcdbrctl compact` with the store and snapshot-lease flags.
+        "metadata": {"name": "etcd-main-compactor", "namespace": ns,
+                     "labels": {"app.kubernetes.io/component": "etcd-snapshot-compaction-job",
+                                "app.kubernetes.io/part-of": "etcd-main"}},
         "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
-            "containers": [{"name": "compact-backup", "image": "europe-docker.pkg.dev/gardener-project/public/gardener/etcdbrctl:v0.30.0"}]}}},
+            "containers": [{"name": "compact-backup", "image": "europe-docker.pkg.dev/gardener-project/public/gardener/etcdbrctl:v0.30.0",
+                            "args": ["compact", "--storage-provider=Local", "--store-container=playground",
+                                     format!("--store-prefix={ns}/etcd-main"), "--enable-snapshot-lease-renewal=true",
+                                     "--full-snapshot-lease-name=etcd-main-full-snap",
+                                     "--delta-snapshot-lease-name=etcd-main-delta-snap"]}]}}},
     }))
     .unwrap();
     jobs.create(&PostParams::default(), &job).await.unwrap();

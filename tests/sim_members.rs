@@ -368,9 +368,16 @@ async fn the_compaction_job_runs_on_simulated_members_and_keeps_deletes() {
     let jobs = kube::Api::<k8s_openapi::api::batch::v1::Job>::namespaced(pg.client(), &ns);
     let job = serde_json::from_value(serde_json::json!({
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "etcd-main-compactor", "namespace": ns},
+        // As etcd-druid's compaction controller writes it (internal/controller/compaction/reconciler.go).
+        "metadata": {"name": "etcd-main-compactor", "namespace": ns,
+                     "labels": {"app.kubernetes.io/component": "etcd-snapshot-compaction-job",
+                                "app.kubernetes.io/part-of": "etcd-main"}},
         "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
-            "containers": [{"name": "compact-backup", "image": "etcdbrctl:v0.30.0"}]}}},
+            "containers": [{"name": "compact-backup", "image": "etcdbrctl:v0.30.0",
+                            "args": ["compact", "--storage-provider=Local", "--store-container=playground",
+                                     format!("--store-prefix={ns}/etcd-main"), "--enable-snapshot-lease-renewal=true",
+                                     "--full-snapshot-lease-name=etcd-main-full-snap",
+                                     "--delta-snapshot-lease-name=etcd-main-delta-snap"]}]}}},
     }))
     .unwrap();
     jobs.create(&PostParams::default(), &job).await.unwrap();

@@ -218,7 +218,8 @@ async fn serve_executes_tasks_exposes_metrics_and_shuts_down_gracefully_on_sigte
 #[tokio::test]
 async fn a_pending_task_without_executor_blocking_local_tasks_is_named_and_task_delete_clears_it() {
     let (cli, sidecar) = Cli::start().await;
-    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait"]).await;
+    // An EtcdOperatorTask (this cluster also serves EtcdOpsTask, which `auto` would pick).
+    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait", "--engine", "druidctl"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let pending = cli.tasks().await[0].metadata.name.clone().unwrap();
     // A later --local task of the same Etcd would wait behind it forever: refused, named, nothing created.

@@ -132,7 +132,9 @@ pub async fn renew(client: &Client, lease: &str) -> Value {
     let api: Api<Lease> = Api::namespaced(client.clone(), NS);
     let now = jiff::Timestamp::now();
     let obj = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": lease, "namespace": NS},
-                     "spec": {"holderIdentity": format!("{}", now.as_millisecond()), "renewTime": now.to_string()}});
+                     "spec": {"holderIdentity": format!("{}", now.as_millisecond()),
+                              // MicroTime: six fractional digits, as kube-apiserver parses it (RFC3339Micro).
+                              "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()}});
     api.patch(lease, &PatchParams::apply("backup-restore").force(), &Patch::Apply(&obj)).await.unwrap();
     json!({"snapName": "Full-00000000-00000042", "lastRevision": 42})
 }
