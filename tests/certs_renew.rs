@@ -178,3 +178,46 @@ async fn bad_inputs_say_one_sentence_exit_with_the_documented_code_and_change_no
     assert!(fx.admin_writes().is_empty(), "{:?}", fx.admin_writes());
     assert_eq!(fx.cert("etcd-server").await.status.unwrap().revision, Some(1));
 }
+
+/// Gardener's secrets manager labels (gardener/gardener `pkg/utils/secrets/manager/manager.go`).
+fn secrets_manager_secret(name: &str, config_name: &str) -> Secret {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": NS, "labels": {
+            "name": config_name, "managed-by": "secrets-manager", "manager-identity": "gardenlet",
+            "checksum-of-config": "9817203649087231", "last-rotation-initiation-time": ""}},
+        "type": "kubernetes.io/tls", "immutable": true,
+        "data": {"tls.crt": "", "tls.key": ""}}))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renew_says_that_gardener_renews_secrets_manager_certificates() {
+    use kube::api::{DynamicObject, PostParams};
+    let fx = Fx::start().await;
+    let client = fx.server.client();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    for (name, config) in [
+        ("ca-etcd-bundle-a1b2c3d4", "ca-etcd-bundle"),
+        ("etcd-server-main-5d6e7f80", "etcd-server-main"),
+        ("etcd-client-9a8b7c6d", "etcd-client"),
+    ] {
+        secrets.create(&PostParams::default(), &secrets_manager_secret(name, config)).await.unwrap();
+    }
+    let tls = serde_json::json!({"tlsCASecretRef": {"name": "ca-etcd-bundle-a1b2c3d4", "dataKey": "bundle.crt"},
+        "serverTLSSecretRef": {"name": "etcd-server-main-5d6e7f80"}, "clientTLSSecretRef": {"name": "etcd-client-9a8b7c6d"}});
+    let etcd = serde_json::json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+        "metadata": {"name": "etcd-gardener", "namespace": NS},
+        "spec": {"replicas": 3, "labels": {"app": "etcd-statefulset"}, "etcd": {"clientUrlTls": tls}, "backup": {}}});
+    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &cli_support::etcd_resource())
+        .create(&PostParams::default(), &serde_json::from_value(etcd).unwrap())
+        .await
+        .unwrap();
+    fx.server.request_log().clear();
+    let out = fx.run(&["renew", "--etcd", "etcd-gardener"]).await;
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(certs_machines_support::REJECTED), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("Gardener's secrets manager") && err.contains("etcd-server-main-5d6e7f80"), "{err}");
+    assert!(err.contains("rotate-ca-start"), "{err}");
+    assert!(fx.admin_writes().is_empty(), "{:?}", fx.admin_writes());
+}

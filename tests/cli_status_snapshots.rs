@@ -327,3 +327,56 @@ fn hibernated_etcd_is_ok_for_ci() {
     assert_eq!(report.verdict, Verdict::Hibernated);
     assert!(report.verdict.is_ok());
 }
+
+/// Three-part holders (etcd-backup-restore v0.39+) with different cluster IDs are a problem even where etcd-druid is
+/// too old to set `ClusterIDMismatch` (before v0.34); the same IDs are not.
+#[test]
+fn status_different_cluster_ids_in_the_member_leases_are_a_problem_without_druids_condition() {
+    let mut inputs = healthy();
+    let cluster = ["cdf818194e3a8c32", "cdf818194e3a8c32", "4f2a17b9e0c6d581"];
+    for (i, lease) in inputs.leases.iter_mut().take(3).enumerate() {
+        let spec = lease.spec.as_mut().unwrap();
+        let (id, role) = spec.holder_identity.as_deref().unwrap().split_once(':').unwrap();
+        spec.holder_identity = Some(format!("{id}:{}:{role}", cluster[i]));
+    }
+    let report = assess(&inputs, now());
+    assert_eq!(report.verdict, Verdict::Degraded, "{:?}", report.problems);
+    assert_eq!(
+        report.problems,
+        vec![
+            "members report different etcd cluster IDs: etcd-main-0=cdf818194e3a8c32, etcd-main-1=cdf818194e3a8c32, \
+             etcd-main-2=4f2a17b9e0c6d581"
+                .to_string()
+        ]
+    );
+    assert_eq!(report.members[0].role.as_deref(), Some("Leader"), "three-part holder: the role is the last part");
+    inputs.leases[2].spec.as_mut().unwrap().holder_identity = Some(format!("fd422379fda50e48:{}:Member", cluster[0]));
+    assert_eq!(assess(&inputs, now()).verdict, Verdict::Healthy);
+}
+
+/// etcd-druid ≥ v0.34 always sets ClusterIDMismatch; on a healthy cluster it is False, which is the healthy value.
+#[test]
+fn status_cluster_id_mismatch_false_and_the_other_conditions_of_v0_37_are_healthy() {
+    let mut inputs = healthy();
+    let status = inputs.etcd.status.as_mut().unwrap();
+    for (t, s, r) in [
+        ("AllMembersUpdated", "True", "AllMembersUpdated"),
+        ("ClusterIDMismatch", "False", "NoClusterIDMismatchDetected"),
+        ("LastSnapshotCompactionSucceeded", "True", "None"),
+    ] {
+        status.conditions.push(EtcdCondition {
+            type_: t.into(),
+            status: s.into(),
+            reason: r.into(),
+            message: String::new(),
+            last_transition_time: Some(Time(ago(60))),
+            last_update_time: None,
+        });
+    }
+    let report = assess(&inputs, now());
+    assert_eq!(report.verdict, Verdict::Healthy, "{:?}", report.problems);
+    set_condition(&mut inputs, "ClusterIDMismatch", "True", "MultipleClusterIDsDetected");
+    let report = assess(&inputs, now());
+    assert_eq!(report.verdict, Verdict::Degraded);
+    assert_eq!(report.problems, vec!["condition ClusterIDMismatch is True (MultipleClusterIDsDetected)".to_string()]);
+}

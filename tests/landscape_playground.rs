@@ -202,7 +202,7 @@ async fn component_protection_blocks_operators_until_disabled_and_kubectl_sees_t
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
         for name in
-            ["etcd-main-0", "etcd-main-2", "etcd-main-etcd-main-1", "etcd-main-full-snap", "statefulset.apps/etcd-main"]
+            ["etcd-main-0", "etcd-main-2", "main-etcd-etcd-main-1", "etcd-main-full-snap", "statefulset.apps/etcd-main"]
         {
             assert!(stdout.contains(name), "kubectl output lacks {name}:\n{stdout}");
         }
@@ -263,7 +263,7 @@ async fn manual_quorum_loss_recovery_restores_the_snapshotted_keys_and_scales_ba
     }
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(admin.clone(), &ns);
     for i in 0..3 {
-        pvcs.delete(&format!("etcd-main-etcd-main-{i}"), &DeleteParams::default()).await.unwrap();
+        pvcs.delete(&format!("main-etcd-etcd-main-{i}"), &DeleteParams::default()).await.unwrap();
     }
     let leases = Api::<Lease>::namespaced(admin.clone(), &ns);
     for i in 0..3 {
@@ -354,7 +354,7 @@ async fn failing_backups_turn_backup_ready_false_and_an_apiserver_restart_is_sur
     }
     pg.break_(BreakKind::BackupFailing, &BreakTarget::default()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while backup_reason().await.1 != "IncrementalBackupFailed" {
+    while backup_reason().await.1 != "BackupFailed" {
         assert!(Instant::now() < deadline, "BackupReady never failed: {:?}", backup_reason().await);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -37,6 +37,19 @@ pub enum CertError {
         /// Namespace.
         namespace: String,
     },
+    /// The Etcd's certificates come from Gardener's secrets manager, which no cert-manager trigger renews.
+    #[error(
+        "etcd {etcd:?} in namespace {namespace:?} uses certificates from Gardener's secrets manager ({}), not cert-manager: Gardener renews them itself (a leaf certificate is re-issued at the shoot's reconciliation once 80% of its validity has passed, and the etcd CAs with their certificates rotate with the shoot's CA rotation, `gardener.cloud/operation=rotate-ca-start` then `rotate-ca-complete` on the Shoot)",
+        secrets.join(", ")
+    )]
+    ManagedByGardener {
+        /// Etcd name.
+        etcd: String,
+        /// Namespace.
+        namespace: String,
+        /// The Etcd's TLS secrets that carry the secrets-manager labels.
+        secrets: Vec<String>,
+    },
     /// cert-manager failed to issue the new certificate.
     #[error("issuing certificate {name:?} in namespace {namespace:?} failed: {message}; cert-manager retries on its own at {}, or run renew again once the cause is fixed", next_retry.map(|t| t.to_string()).unwrap_or_else(|| "an unknown time".into()))]
     IssuanceFailed {
@@ -113,11 +126,45 @@ pub async fn find(client: &Client, targets: &CertTargets) -> Result<Vec<Certific
             let all = list(Api::namespaced(client.clone(), &key.namespace), None, &key.namespace).await?;
             let mine: Vec<Certificate> = certificates_for_etcd(&etcd, &all).into_iter().cloned().collect();
             if mine.is_empty() {
+                let secrets = gardener_managed_secrets(client, &etcd, &key.namespace).await;
+                if !secrets.is_empty() {
+                    return Err(CertError::ManagedByGardener {
+                        etcd: key.name.clone(),
+                        namespace: key.namespace.clone(),
+                        secrets,
+                    });
+                }
                 return Err(CertError::NoCertificates { etcd: key.name.clone(), namespace: key.namespace.clone() });
             }
             Ok(mine)
         }
     }
+}
+
+/// Labels Gardener's secrets manager puts on every secret it manages (gardener/gardener
+/// `pkg/utils/secrets/manager/manager.go`: `managed-by: secrets-manager`, `manager-identity`, `name`).
+pub const SECRETS_MANAGER_LABEL: &str = "managed-by";
+/// Value of [`SECRETS_MANAGER_LABEL`].
+pub const SECRETS_MANAGER: &str = "secrets-manager";
+
+/// Whether secret labels say Gardener's secrets manager manages the secret.
+pub fn is_secrets_manager_secret(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    labels.get(SECRETS_MANAGER_LABEL).map(String::as_str) == Some(SECRETS_MANAGER)
+        && labels.contains_key("manager-identity")
+}
+
+/// The Etcd's TLS secrets managed by Gardener's secrets manager (metadata only; unreadable ones are skipped).
+async fn gardener_managed_secrets(client: &Client, etcd: &crate::api::Etcd, namespace: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), namespace);
+    let mut out = Vec::new();
+    for name in etcd.tls_secret_names() {
+        if let Ok(meta) = api.get_metadata(&name).await
+            && is_secrets_manager_secret(&meta.metadata.labels.clone().unwrap_or_default())
+        {
+            out.push(name);
+        }
+    }
+    out
 }
 
 async fn list(api: Api<Certificate>, selector: Option<&str>, namespace: &str) -> Result<Vec<Certificate>, CertError> {

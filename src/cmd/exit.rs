@@ -26,6 +26,8 @@ pub enum ExitCode {
     NotFound = 6,
     /// A wait or request timed out.
     Timeout = 7,
+    /// A runbook did every step, but could not verify part of the result.
+    NotVerified = 8,
     /// Interrupted (Ctrl-C).
     Interrupted = 130,
 }
@@ -61,6 +63,11 @@ impl ExitCode {
             "A named resource does not exist, or its API is not installed (`druidctl install` installs the EtcdOperatorTask CRD).",
         ),
         (ExitCode::Timeout, "timeout", "A `--wait`/`--timeout` or `--request-timeout` ran out."),
+        (
+            ExitCode::NotVerified,
+            "done, not verified",
+            "A runbook completed every step but could not verify part of the result (e.g. `runbook cert-renewal` could not reach a member's client TLS endpoint to check the certificate it serves); the warnings name what is unverified.",
+        ),
         (ExitCode::Interrupted, "interrupted", "Ctrl-C (SIGINT)."),
     ];
 
@@ -95,6 +102,9 @@ pub fn classify(err: &anyhow::Error) -> ExitCode {
         if cause.is::<NotHealthy>() {
             return ExitCode::Unhealthy;
         }
+        if cause.is::<crate::cmd::runbook::NotVerified>() {
+            return ExitCode::NotVerified;
+        }
         if let Some(e) = cause.downcast_ref::<ClusterError>() {
             return from_cluster(e);
         }
@@ -109,6 +119,11 @@ pub fn classify(err: &anyhow::Error) -> ExitCode {
                 PromptError::NoTerminal { .. } | PromptError::Declined(_) => ExitCode::Rejected,
                 PromptError::Io(_) => ExitCode::Failed,
             };
+        }
+        if let Some(druidctl::certs::renew::CertError::ManagedByGardener { .. }) =
+            cause.downcast_ref::<druidctl::certs::renew::CertError>()
+        {
+            return ExitCode::Rejected;
         }
         if cause.is::<OutputError>() {
             return ExitCode::Failed;

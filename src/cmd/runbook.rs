@@ -324,6 +324,9 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
         stopper.abort();
         op.finish();
         match result {
+            Ok(Outcome::Completed(s)) if !s.unverified.is_empty() => {
+                Err(NotVerified { task: s.task.clone(), unverified: s.unverified.clone() }.into())
+            }
             Ok(Outcome::Planned) | Ok(Outcome::Completed(_)) => Ok(()),
             Ok(Outcome::Interrupted { resume_command, .. }) => {
                 eprintln!("stopped; continue with: {resume_command}");
@@ -332,6 +335,16 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
             Err(e) => Err(to_cli_error(e)),
         }
     })
+}
+
+/// A runbook completed every step, but part of its result could not be verified (exit code 8).
+#[derive(Debug, thiserror::Error)]
+#[error("task {task} completed, but not everything was verified: {}", unverified.join("; "))]
+pub struct NotVerified {
+    /// The task.
+    pub task: String,
+    /// What could not be verified.
+    pub unverified: Vec<String>,
 }
 
 /// Maps a runbook error to one the exit-code table knows (rejected 3, forbidden 5, not found 6, …).

@@ -4,6 +4,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 
+use super::conditions::{Judgement, judge};
+use super::member::{druid_member_status, etcd_running, parse_holder};
 use super::model::*;
 use super::quorum::Quorum;
 use crate::api::{Etcd, EtcdOperatorTask};
@@ -126,12 +128,11 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
     let mut members = Vec::new();
     for i in 0..replicas {
         let pod_name = names.pod(i);
-        let name = match &etcd.spec.member_name_prefix {
-            Some(p) => format!("{p}-{pod_name}"),
-            None => pod_name.clone(),
-        };
+        // etcd-druid names members `<memberNamePrefix>-<pod>` (api/core/v1alpha1/helper.go).
+        let name = names.member(i);
         let pod = inputs.pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod_name.as_str()));
-        let lease = find_lease(&name).map(|l| lease_view(l, now));
+        let raw_lease = find_lease(&name);
+        let lease = raw_lease.map(|l| lease_view(l, now));
         let druid = druid_members.iter().find(|m| m.name == name || m.name == pod_name);
         let pvc_name = names.pvc(i);
         let pvc = inputs.pvcs.iter().find(|p| p.metadata.name.as_deref() == Some(pvc_name.as_str()));
@@ -143,30 +144,40 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
                 .unwrap_or_else(|| if pvc.is_some() { "Unknown".into() } else { "Missing".into() }),
         };
         let pod_is_ready = pod.is_some_and(pod_ready);
-        let druid_ready = druid.map(|m| m.status == "Ready");
+        // Without an entry in status.members, judge the member as etcd-druid would from its lease and pod.
+        let derived = druid_member_status(raw_lease, pod, now);
+        let druid_status: Option<(String, String)> = druid
+            .map(|m| (m.status.clone(), m.reason.clone()))
+            .or_else(|| derived.map(|(s, r)| (s.to_string(), r.to_string())));
         let lease_fresh = lease.as_ref().is_some_and(|l| l.fresh);
-        let ready = pod_is_ready && druid_ready.unwrap_or(lease_fresh);
+        let ready = pod_is_ready && druid_status.as_ref().map(|(s, _)| s == "Ready").unwrap_or(lease_fresh);
         let reason = if ready {
-            druid.map(|m| m.reason.clone()).filter(|r| !r.is_empty()).unwrap_or_else(|| "Ready".into())
+            druid_status.as_ref().map(|(_, r)| r.clone()).filter(|r| !r.is_empty()).unwrap_or_else(|| "Ready".into())
         } else if pod.is_none() {
             "PodMissing".into()
         } else if !pod_is_ready {
             pod.map(pod_not_ready_reason).unwrap_or("NotReady").to_string()
-        } else if let Some(m) = druid.filter(|m| m.status != "Ready") {
-            if m.reason.is_empty() { "NotReady".into() } else { m.reason.clone() }
+        } else if let Some((_, r)) = druid_status.as_ref().filter(|(s, _)| s != "Ready") {
+            if r.is_empty() { "NotReady".into() } else { r.clone() }
         } else {
             "LeaseNotRenewed".into()
         };
-        let status =
-            druid.map(|m| m.status.clone()).unwrap_or_else(|| if ready { "Ready".into() } else { "NotReady".into() });
-        let holder = lease.as_ref().and_then(|l| l.holder.clone());
-        // The role in a stale lease is history, not the member's current role.
-        let (holder_id, holder_role) = match holder.as_deref().and_then(|h| h.split_once(':')) {
-            Some((id, role)) => (Some(id.to_string()), Some(role.to_string()).filter(|_| lease_fresh)),
-            None => (None, None),
-        };
+        let status = druid_status
+            .as_ref()
+            .map(|(s, _)| s.clone())
+            .unwrap_or_else(|| if ready { "Ready".into() } else { "NotReady".into() });
+        let holder = lease.as_ref().and_then(|l| l.holder.as_deref()).and_then(parse_holder);
+        // The role and cluster in a stale lease are history, not the member's present.
+        let holder_id = holder.as_ref().map(|h| h.member_id.clone());
+        let holder_role = holder.as_ref().and_then(|h| h.role.clone()).filter(|_| lease_fresh);
+        let cluster_id = holder.as_ref().and_then(|h| h.cluster_id.clone()).filter(|_| lease_fresh);
+        let alive = pod.is_some_and(etcd_running) || (pod.is_some() && lease_fresh);
         if !ready {
-            problems.push(format!("member {name} is not ready ({reason})"));
+            problems.push(if alive {
+                format!("member {name} is not ready ({reason}) but its etcd is alive")
+            } else {
+                format!("member {name} is not ready ({reason})")
+            });
         }
         if pvc_view.phase != "Bound" {
             problems.push(format!("PVC {} of member {name} is {}", pvc_view.name, pvc_view.phase));
@@ -176,6 +187,8 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
             index: i,
             id: druid.and_then(|m| m.id.clone()).or(holder_id),
             role: druid.and_then(|m| m.role.clone()).or(holder_role),
+            cluster_id,
+            alive,
             ready,
             status,
             reason,
@@ -200,10 +213,26 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
             reason: c.reason.clone(),
             message: c.message.clone(),
             age_seconds: age(c.last_transition_time.as_ref().map(|t| t.0), now),
+            healthy: match judge(c) {
+                Judgement::Healthy => Some(true),
+                Judgement::Problem => Some(false),
+                Judgement::NotJudged => None,
+            },
         })
         .collect();
-    for c in conditions.iter().filter(|c| c.status != "True") {
+    for c in conditions.iter().filter(|c| c.healthy == Some(false)) {
         problems.push(format!("condition {} is {} ({})", c.type_, c.status, c.reason));
+    }
+    // Members that disagree on the cluster they belong to (three-part holders, etcd-backup-restore v0.39+), also
+    // where etcd-druid is too old to set ClusterIDMismatch (before v0.34).
+    let mut cluster_ids: Vec<&str> = members.iter().filter_map(|m| m.cluster_id.as_deref()).collect();
+    cluster_ids.sort();
+    cluster_ids.dedup();
+    let druid_says_mismatch = conditions.iter().any(|c| c.type_ == "ClusterIDMismatch" && c.healthy == Some(false));
+    if cluster_ids.len() > 1 && !druid_says_mismatch {
+        let each: Vec<String> =
+            members.iter().filter_map(|m| m.cluster_id.as_ref().map(|c| format!("{}={c}", m.name))).collect();
+        problems.push(format!("members report different etcd cluster IDs: {}", each.join(", ")));
     }
 
     let backups = if etcd.backups_enabled() {
@@ -274,6 +303,7 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
         }
     };
 
+    let survivors: Vec<&str> = members.iter().filter(|m| m.alive && !m.ready).map(|m| m.name.as_str()).collect();
     let verdict = if replicas == 0 {
         problems.clear();
         Verdict::Hibernated
@@ -287,6 +317,13 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
     let failures = |n: u32| if n == 1 { "1 more failure".to_string() } else { format!("{n} more failures") };
     let summary = match verdict {
         Verdict::Hibernated => "scaled to 0 replicas".to_string(),
+        Verdict::QuorumLost if !survivors.is_empty() => format!(
+            "quorum lost: {} of {} members ready, {} needed; etcd still alive on {}",
+            quorum.ready,
+            quorum.members,
+            quorum.needed,
+            survivors.join(", ")
+        ),
         Verdict::QuorumLost => {
             format!("quorum lost: {} of {} members ready, {} needed", quorum.ready, quorum.members, quorum.needed)
         }

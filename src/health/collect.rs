@@ -35,11 +35,7 @@ pub async fn collect(client: &Client, etcd: Etcd) -> Result<HealthInputs, Cluste
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
     let names = etcd.managed_names();
     let n = u32::try_from(etcd.spec.replicas.max(0)).unwrap_or(0);
-    let member_name = |i: u32| match &etcd.spec.member_name_prefix {
-        Some(p) => format!("{p}-{}", names.pod(i)),
-        None => names.pod(i),
-    };
-    let mut lease_names: Vec<String> = (0..n).map(member_name).collect();
+    let mut lease_names: Vec<String> = (0..n).map(|i| names.member_lease(i)).collect();
     lease_names.extend([names.full_snapshot_lease(), names.delta_snapshot_lease()]);
     let tasks_api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), &ns);
     let tasks = async {

@@ -4,6 +4,8 @@
 
 pub mod assess;
 pub mod collect;
+pub mod conditions;
+pub mod member;
 pub mod model;
 pub mod quorum;
 

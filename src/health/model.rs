@@ -80,11 +80,17 @@ pub struct MemberHealth {
     pub id: Option<String>,
     /// `Leader`, `Member` or `Learner`, when known.
     pub role: Option<String>,
+    /// etcd cluster ID from the three-part lease holder, when the lease is fresh.
+    pub cluster_id: Option<String>,
+    /// Whether the member's etcd process is alive (etcd container running, or its lease renewed recently) even
+    /// if it is not ready: after a quorum loss this names the survivors.
+    pub alive: bool,
     /// Whether it counts towards quorum as ready.
     pub ready: bool,
     /// `Ready`, `NotReady` or `Unknown` (druid's view, or derived from the pod).
     pub status: String,
-    /// Why (druid's reason, or NeverStartedUp / CrashLooping / Unhealthy / NotReady / PodMissing / LeaseNotRenewed).
+    /// Why: druid's reason (LeaseSucceeded, LeaseExpired, ContainersNotReady, UnknownGracePeriodExceeded), or
+    /// from the pod: NeverStartedUp / CrashLooping / Unhealthy / NotReady / PodMissing / LeaseNotRenewed.
     pub reason: String,
     /// The member lease.
     pub lease: Option<LeaseView>,
@@ -100,7 +106,8 @@ pub struct MemberHealth {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseView {
-    /// `spec.holderIdentity` (`<memberID>:Leader|Member`), empty when freshly created.
+    /// `spec.holderIdentity` (`<memberID>:<clusterID>:Leader|Member`, before etcd-backup-restore v0.39
+    /// `<memberID>:Leader|Member`), empty when freshly created.
     pub holder: Option<String>,
     /// Last renewal.
     pub renewed_at: Option<Timestamp>,
@@ -149,6 +156,9 @@ pub struct ConditionView {
     pub message: String,
     /// Seconds since the last transition.
     pub age_seconds: Option<i64>,
+    /// Whether the status is the healthy one for this type (`ClusterIDMismatch` is healthy when `False`);
+    /// `None` when not judged (unknown type, `NotChecked`, or an `Unknown` that only says druid cannot tell).
+    pub healthy: Option<bool>,
 }
 
 /// Backup freshness.

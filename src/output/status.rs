@@ -126,7 +126,11 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
         }
         let mut t = Table::new(&headers);
         for c in &r.conditions {
-            let style = if c.status == "True" { Style::Good } else { Style::Bad };
+            let style = match c.healthy {
+                Some(true) => Style::Good,
+                Some(false) => Style::Bad,
+                None => Style::Plain,
+            };
             let mut row = vec![
                 Cell::plain(&c.type_),
                 Cell::styled(&c.status, style),

@@ -92,11 +92,11 @@ pub const CERT_RENEWAL: Runbook = Runbook {
     name: "cert-renewal",
     task_type: types::CERTIFICATE_RENEWAL,
     summary: "renew every certificate behind the etcd's TLS secrets, restart its members one at a time (followers first, the leader last), then check each member serves the new certificate",
-    when: "A certificate of the etcd (CA, server, client or peer) is about to expire or was compromised, and the members must load new ones. etcd only reads its certificates on start, so each member is restarted, one at a time, keeping quorum. At the end each member's client TLS endpoint (pod IP and client port, or the playground's annotation) is asked for its certificate and its serial compared with the newly issued one; a member that cannot be reached from where druidctl runs is reported as not verified.",
+    when: "A certificate of the etcd (CA, server, client or peer) is about to expire or was compromised, and the members must load new ones. etcd only reads its certificates on start, so each member is restarted, one at a time, keeping quorum. At the end each member's client TLS endpoint (pod IP and client port, or the playground's annotation) is asked for its certificate and its serial compared with the newly issued one; a member that cannot be reached from where druidctl runs is reported as not verified, and the run then ends with exit code 8 (done, not verified) instead of 0.",
     refuses: &[
         "the cluster has no quorum",
         "a member is not ready (restarting another one could lose quorum)",
-        "no Certificate behind the etcd's TLS secrets is found",
+        "no Certificate behind the etcd's TLS secrets is found (when they carry the labels of Gardener's secrets manager it says that Gardener's certificate and CA rotation renews them)",
         "any API call of the plan is forbidden by RBAC (SelfSubjectAccessReview pre-flight)",
     ],
     data_loss: "Nothing: members restart one at a time with their volumes, and the next one only after the restarted one is ready and the cluster is quorate. When issuing a certificate fails, no member is restarted.",

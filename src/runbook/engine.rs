@@ -251,6 +251,10 @@ pub struct Summary {
     pub prompt_ms: u64,
     /// `total - waited - prompt`: API calls, journaling, the engine itself.
     pub overhead_ms: u64,
+    /// What a verification step of this run could not check (e.g. a member's served certificate); a run that
+    /// completes with any ends with the exit code "done, not verified".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
 }
 
 /// How a run ended.
@@ -666,7 +670,15 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 
 fn empty_summary(task: &str, started: Instant) -> Summary {
     let total = started.elapsed().as_millis() as u64;
-    Summary { task: task.into(), steps: vec![], total_ms: total, waited_ms: 0, prompt_ms: 0, overhead_ms: total }
+    Summary {
+        task: task.into(),
+        steps: vec![],
+        total_ms: total,
+        waited_ms: 0,
+        prompt_ms: 0,
+        overhead_ms: total,
+        unverified: Vec::new(),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -707,6 +719,7 @@ async fn execute(
     let cx = StepContext::new(client.clone(), handle.current.clone(), etcd.clone());
     let total = steps.len();
     let mut timings: Vec<StepTiming> = Vec::new();
+    let mut unverified: Vec<String> = Vec::new();
     let mut waited_total = waited_lease;
     for (i, step) in steps.iter().enumerate() {
         let name = step.name();
@@ -755,6 +768,7 @@ async fn execute(
             Ok(Some(how)) => {
                 let duration = step_started.elapsed();
                 let warnings = step.warnings(&cx);
+                unverified.extend(step.unverified(&cx).into_iter().map(|u| format!("{name}: {u}")));
                 for w in &warnings {
                     op.event(&Event::Warning { message: format!("{name}: {w}") });
                 }
@@ -828,7 +842,8 @@ async fn execute(
         })
         .await
         .map_err(journal_err)?;
-    let summary = summarize(&task_name, timings, started, waited_total, *prompt_time);
+    let mut summary = summarize(&task_name, timings, started, waited_total, *prompt_time);
+    summary.unverified = unverified;
     op.event(&Event::Finished { summary: summary.clone() });
     Ok(Outcome::Completed(summary))
 }
@@ -844,6 +859,7 @@ fn summarize(task: &str, steps: Vec<StepTiming>, started: Instant, waited: Durat
         waited_ms,
         prompt_ms,
         overhead_ms: total.saturating_sub(waited_ms + prompt_ms),
+        unverified: Vec::new(),
     }
 }
 

@@ -323,6 +323,20 @@ impl Step for VerifyServedCertificates {
     fn warnings(&self, cx: &StepContext) -> Vec<String> {
         served_warnings(&cx.journal(SERVED_KEY).unwrap_or_default())
     }
+    fn unverified(&self, cx: &StepContext) -> Vec<String> {
+        unverified_members(&cx.journal(SERVED_KEY).unwrap_or_default())
+    }
+}
+
+/// Members whose served certificate could not be checked (no address, unreachable).
+fn unverified_members(rec: &Value) -> Vec<String> {
+    rec["members"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, m)| m["error"].is_string())
+        .map(|(pod, m)| format!("{pod} not verified ({})", m["error"].as_str().unwrap_or_default()))
+        .collect()
 }
 
 /// The warnings of a `servedCertificates` journal entry: what was not verified, and why.

@@ -591,13 +591,13 @@ impl Step for EditInitialCluster {
         "EditInitialCluster".into()
     }
     fn description(&self) -> String {
-        format!("edit initial-cluster in the recorded ConfigMap so that it names only {}", self.0.names.pod(0))
+        format!("edit initial-cluster in the recorded ConfigMap so that it names only {}", self.0.names.member(0))
     }
     fn kubectl(&self) -> Vec<String> {
         vec![format!(
             "kubectl edit cm \"$(kubectl get sts {} -o jsonpath='{{.spec.template.spec.volumes[?(@.name==\"{CONFIG_VOLUME}\")].configMap.name}}')\"   # initial-cluster: {}=<its peer URL>",
             self.0.names.statefulset(),
-            self.0.names.pod(0)
+            self.0.names.member(0)
         )]
     }
     fn timeout(&self) -> Duration {
@@ -607,7 +607,7 @@ impl Step for EditInitialCluster {
         async move {
             let (_, conf) = self.current(cx).await?;
             let members = initial_cluster_members(&conf);
-            let first = self.0.names.pod(0);
+            let first = self.0.names.member(0);
             Ok(members.len() == 1 && members[0].split_once('=').is_some_and(|(n, _)| n == first))
         }
         .boxed()
@@ -622,10 +622,10 @@ impl Step for EditInitialCluster {
             {
                 cx.record(&lkg, json!({"kind": "ConfigMap", "name": name, "data": rec["data"]})).await?;
             }
-            let edited = first_member_only(&conf, &self.0.names.pod(0)).ok_or_else(|| {
+            let edited = first_member_only(&conf, &self.0.names.member(0)).ok_or_else(|| {
                 StepError::Permanent(format!(
                     "initial-cluster in configmap {name} does not name {}",
-                    self.0.names.pod(0)
+                    self.0.names.member(0)
                 ))
             })?;
             Api::<ConfigMap>::namespaced(cx.client.clone(), cx.namespace())

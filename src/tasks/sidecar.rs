@@ -38,16 +38,21 @@ pub enum Route {
     Direct(String),
 }
 
-/// The proxy path for `path` on the sidecar of `etcd` at `target`.
+/// The proxy path for `path` on the sidecar of `etcd` at `target`. With `spec.backup.tls` etcd-druid starts
+/// etcd-backup-restore with `--server-cert`/`--server-key` (etcd-druid `internal/component/statefulset/builder.go`)
+/// and it serves HTTPS (etcd-backup-restore `pkg/server/httpAPI.go`): the API server's proxy then needs the
+/// `https:` scheme prefix in the name, `services/https:NAME:PORT/proxy`.
 pub fn proxy_path(etcd: &Etcd, target: &Target, path: &str) -> String {
     let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
     let port = etcd.spec.backup.port.unwrap_or(DEFAULT_BACKUP_PORT);
     let path = path.trim_start_matches('/');
+    let scheme = if etcd.spec.backup.tls.is_some() { "https:" } else { "" };
     match target {
-        Target::Leader => {
-            format!("/api/v1/namespaces/{ns}/services/{}:{port}/proxy/{path}", etcd.managed_names().client_service())
-        }
-        Target::Member(pod) => format!("/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/{path}"),
+        Target::Leader => format!(
+            "/api/v1/namespaces/{ns}/services/{scheme}{}:{port}/proxy/{path}",
+            etcd.managed_names().client_service()
+        ),
+        Target::Member(pod) => format!("/api/v1/namespaces/{ns}/pods/{scheme}{pod}:{port}/proxy/{path}"),
     }
 }
 

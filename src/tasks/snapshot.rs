@@ -153,7 +153,7 @@ impl Step for TriggerSnapshot {
     }
     fn kubectl(&self) -> Vec<String> {
         vec![format!(
-            "kubectl get --raw /api/v1/namespaces/NS/services/ETCD-client:8080/proxy/snapshot/{}",
+            "kubectl get --raw /api/v1/namespaces/NS/services/https:ETCD-client:8080/proxy/snapshot/{}   # without https: when spec.backup.tls is unset",
             self.type_.as_str()
         )]
     }

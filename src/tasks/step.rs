@@ -103,6 +103,11 @@ pub trait Step: Send + Sync {
     fn warnings(&self, _cx: &StepContext) -> Vec<String> {
         Vec::new()
     }
+    /// What this verification step could not check (one sentence each, from the journal); any makes the run
+    /// end as "done, not verified" instead of success.
+    fn unverified(&self, _cx: &StepContext) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What a step works with: the client, the task, its Etcd and the journal.

@@ -196,7 +196,7 @@ pub struct EtcdMemberStatus {
     pub role: Option<String>,
     /// `Ready`, `NotReady` or `Unknown`.
     pub status: String,
-    /// `LeaseSucceeded`, `LeaseExpired`, `UnknownGracePeriodExceeded`, `PodNotReady`.
+    /// `LeaseSucceeded`, `LeaseExpired`, `ContainersNotReady`, `UnknownGracePeriodExceeded` (etcd-druid `internal/health/etcdmember/check_ready.go`).
     #[serde(default)]
     pub reason: String,
     /// When the status last changed.
@@ -250,6 +250,7 @@ impl Etcd {
             self.metadata.name.as_deref().unwrap_or_default(),
             self.spec.volume_claim_template.as_deref(),
         )
+        .with_member_name_prefix(self.spec.member_name_prefix.as_deref())
     }
     /// Whether backups are configured (`spec.backup.store` present).
     pub fn backups_enabled(&self) -> bool {

@@ -51,12 +51,51 @@ pub const CONFIG_VOLUME: &str = "etcd-config-file";
 pub struct ManagedNames {
     etcd: String,
     claim_template: String,
+    member_prefix: Option<String>,
 }
 
 impl ManagedNames {
     /// Names for Etcd `etcd`; `volume_claim_template` is `spec.volumeClaimTemplate` (defaults to the Etcd name).
     pub fn new(etcd: &str, volume_claim_template: Option<&str>) -> Self {
-        ManagedNames { etcd: etcd.to_string(), claim_template: volume_claim_template.unwrap_or(etcd).to_string() }
+        ManagedNames {
+            etcd: etcd.to_string(),
+            claim_template: volume_claim_template.unwrap_or(etcd).to_string(),
+            member_prefix: None,
+        }
+    }
+    /// The same names for an Etcd with `spec.memberNamePrefix` (etcd-druid v0.37+); an empty prefix is none.
+    pub fn with_member_name_prefix(mut self, prefix: Option<&str>) -> Self {
+        self.member_prefix = prefix.filter(|p| !p.is_empty()).map(String::from);
+        self
+    }
+    /// `spec.memberNamePrefix`, if set.
+    pub fn member_name_prefix(&self) -> Option<&str> {
+        self.member_prefix.as_deref()
+    }
+    /// Name of the etcd member of pod `i`: `<prefix>-<pod>` with `spec.memberNamePrefix`, else the pod name
+    /// (etcd-druid v0.37.1 `api/core/v1alpha1/helper.go` GetMemberName). It is the member lease name, the
+    /// `status.members[].name`, the key in `initial-cluster` and the name etcd itself knows the member by.
+    pub fn member(&self, i: u32) -> String {
+        self.member_of_pod(&self.pod(i))
+    }
+    /// Member name of the pod called `pod`.
+    pub fn member_of_pod(&self, pod: &str) -> String {
+        match &self.member_prefix {
+            Some(p) => format!("{p}-{pod}"),
+            None => pod.to_string(),
+        }
+    }
+    /// Pod of the member called `member` (etcd-druid trims `<prefix>-`, `internal/health/etcdmember/check_ready.go`).
+    pub fn pod_of_member<'a>(&self, member: &'a str) -> &'a str {
+        match &self.member_prefix {
+            Some(p) => member.strip_prefix(p.as_str()).and_then(|m| m.strip_prefix('-')).unwrap_or(member),
+            None => member,
+        }
+    }
+    /// Ordinal of the member or pod called `name`, if it is one of this Etcd's.
+    pub fn ordinal_of(&self, name: &str) -> Option<u32> {
+        let pod = self.pod_of_member(name);
+        pod.strip_prefix(self.etcd.as_str())?.strip_prefix('-')?.parse().ok()
     }
     /// The StatefulSet, PodDisruptionBudget and ServiceAccount name.
     pub fn statefulset(&self) -> String {
@@ -70,9 +109,9 @@ impl ManagedNames {
     pub fn pvc(&self, i: u32) -> String {
         format!("{}-{}-{i}", self.claim_template, self.etcd)
     }
-    /// Member lease of member `i` (same as the pod name).
+    /// Member lease of member `i`: the member name (etcd-druid `GetMemberLeaseNames`).
     pub fn member_lease(&self, i: u32) -> String {
-        self.pod(i)
+        self.member(i)
     }
     /// Lease whose renewTime is the time of the last full snapshot.
     pub fn full_snapshot_lease(&self) -> String {
@@ -136,5 +175,20 @@ mod tests {
         assert_eq!(ManagedNames::new("etcd-main", None).pvc(2), "etcd-main-etcd-main-2");
         assert_eq!(n.full_snapshot_lease(), "etcd-main-full-snap");
         assert_eq!(n.role(), "druid.gardener.cloud:etcd:etcd-main");
+        assert_eq!(n.member_lease(1), "etcd-main-1");
+    }
+
+    #[test]
+    fn member_names_follow_the_member_name_prefix() {
+        let n = ManagedNames::new("etcd-main", Some("main-etcd")).with_member_name_prefix(Some("shoot1"));
+        assert_eq!(n.member(0), "shoot1-etcd-main-0");
+        assert_eq!(n.member_lease(2), "shoot1-etcd-main-2");
+        assert_eq!(n.pod(2), "etcd-main-2", "pod names do not change");
+        assert_eq!(n.pod_of_member("shoot1-etcd-main-1"), "etcd-main-1");
+        assert_eq!(n.ordinal_of("shoot1-etcd-main-1"), Some(1));
+        assert_eq!(n.ordinal_of("etcd-main-2"), Some(2));
+        assert_eq!(n.ordinal_of("etcd-events-2"), None);
+        let plain = ManagedNames::new("etcd-main", None).with_member_name_prefix(Some(""));
+        assert_eq!(plain.member(0), "etcd-main-0");
     }
 }

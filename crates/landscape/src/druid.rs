@@ -11,13 +11,16 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::resources;
-use super::status::{BackupObservation, EtcdObservation, MemberObservation, carry_transition_times, compute_status};
+use super::status::{
+    BackupObservation, EtcdObservation, MemberObservation, StatefulSetObservation, carry_transition_times,
+    compute_status,
+};
 use super::{Ctx, LandscapeError, tick};
 use druid_api::Etcd;
 use druid_api::names::{
@@ -238,13 +241,13 @@ async fn observe_status(
     reconciled_now: bool,
 ) -> Result<Value, LandscapeError> {
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+    let etcd_name = etcd.metadata.name.clone().unwrap_or_default();
     let names = etcd.managed_names();
     let sts = Api::<StatefulSet>::namespaced(client.clone(), &ns)
         .get_opt(&names.statefulset())
         .await
         .map_err(|e| LandscapeError::kube("get statefulset", e))?;
-    let sts_replicas = sts.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas).unwrap_or(0);
-    let selector = format!("{LABEL_PART_OF}={}", etcd.metadata.name.clone().unwrap_or_default());
+    let selector = format!("{LABEL_PART_OF}={etcd_name}");
     let lp = ListParams::default().labels(&selector);
     let leases = Api::<Lease>::namespaced(client.clone(), &ns)
         .list(&lp)
@@ -254,38 +257,45 @@ async fn observe_status(
         .list(&lp)
         .await
         .map_err(|e| LandscapeError::kube("list pods", e))?;
-    let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
-        .list(&lp)
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default().fields("type=Warning"))
         .await
-        .map_err(|e| LandscapeError::kube("list pvcs", e))?;
+        .map(|l| l.items)
+        .unwrap_or_default();
     let lease = |n: &str| leases.items.iter().find(|l| l.metadata.name.as_deref() == Some(n));
-    let pod_ready = |n: &str| {
+    let has_condition = |n: &str, type_: &str| {
         pods.items.iter().any(|p| {
             p.metadata.name.as_deref() == Some(n)
                 && p.metadata.deletion_timestamp.is_none()
                 && p.status
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
         })
     };
-    let members = (0..sts_replicas.max(0) as u32)
+    // internal/health/etcdmember/check_ready.go: one member per expected lease (GetMemberLeaseNames over
+    // spec.replicas); the pod is the lease name without `<memberNamePrefix>-`.
+    let spec_replicas = etcd.spec.replicas;
+    let members = (0..spec_replicas.max(0) as u32)
         .map(|i| {
-            let n = names.pod(i);
-            let spec = lease(&names.member_lease(i)).and_then(|l| l.spec.clone()).unwrap_or_default();
+            let l = lease(&names.member_lease(i));
+            let spec = l.and_then(|l| l.spec.clone()).unwrap_or_default();
             MemberObservation {
-                name: n.clone(),
+                name: names.member(i),
+                lease_exists: l.is_some(),
                 holder: spec.holder_identity.clone(),
                 renew_time: spec.renew_time.as_ref().map(|t| t.0),
-                lease_seconds: spec.lease_duration_seconds.unwrap_or(ctx.opts.lease_seconds) as i64,
-                pod_ready: pod_ready(&n),
+                containers_ready: has_condition(&names.pod(i), "ContainersReady"),
             }
         })
         .collect();
+    let full = lease(&names.full_snapshot_lease());
     let renew = |n: String| lease(&n).and_then(|l| l.spec.as_ref()).and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
     let backup = BackupObservation {
-        enabled: etcd.backups_enabled(),
+        enabled: etcd.spec.backup.store.as_ref().is_some_and(|s| s.provider.as_deref().is_some_and(|p| !p.is_empty())),
+        leases_found: full.is_some() && lease(&names.delta_snapshot_lease()).is_some(),
         full_renewed: renew(names.full_snapshot_lease()),
+        full_created: full.and_then(|l| l.metadata.creation_timestamp.as_ref()).map(|t| t.0),
         delta_renewed: renew(names.delta_snapshot_lease()),
         delta_period_seconds: etcd
             .spec
@@ -295,41 +305,59 @@ async fn observe_status(
             .and_then(super::member::parse_go_duration)
             .unwrap_or(ctx.opts.delta_snapshot_interval)
             .as_secs() as i64,
+        // check_backup_ready.go: 24h unless computed from the full snapshot schedule.
+        full_interval_seconds: 24 * 3600,
     };
-    let volumes = (0..sts_replicas.max(0) as u32)
-        .map(|i| {
-            let n = names.pvc(i);
-            let bound = pvcs.items.iter().any(|p| {
-                p.metadata.name.as_deref() == Some(n.as_str())
-                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
-            });
-            (n, bound)
+    let sts_replicas = sts.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas).unwrap_or(0);
+    let pvc_names: Vec<String> = (0..sts_replicas.max(0) as u32).map(|i| names.pvc(i)).collect();
+    // kubernetes.FetchPVCWarningMessagesForStatefulSet: Warning events of the StatefulSet's PVCs.
+    let volume_warnings = events
+        .iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.involved_object.kind.as_deref() == Some("PersistentVolumeClaim")
+                && e.involved_object.name.as_ref().is_some_and(|n| pvc_names.contains(n))
         })
+        .filter_map(|e| e.message.clone())
         .collect();
+    let sts_obs = sts.as_ref().map(|s| {
+        let st = s.status.clone().unwrap_or_default();
+        StatefulSetObservation {
+            generation: s.metadata.generation.unwrap_or(0),
+            observed_generation: st.observed_generation.unwrap_or(0),
+            replicas: sts_replicas,
+            updated_replicas: st.updated_replicas.unwrap_or(0),
+            current_revision: st.current_revision.unwrap_or_default(),
+            update_revision: st.update_revision.unwrap_or_default(),
+        }
+    });
     let current = pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32;
-    let ready = pods.items.iter().filter(|p| p.metadata.name.as_deref().is_some_and(&pod_ready)).count() as i32;
+    let ready =
+        pods.items.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| has_condition(n, "Ready"))).count()
+            as i32;
     let observed_generation = if reconciled_now {
         etcd.metadata.generation
     } else {
         etcd.status.as_ref().and_then(|s| s.observed_generation)
     };
+    let lease_seconds = i64::from(ctx.opts.lease_seconds.max(1));
     let obs = EtcdObservation {
+        key: format!("{ns}/{etcd_name}"),
+        spec_replicas,
         observed_generation,
-        sts_replicas,
+        sts: sts_obs,
         current_replicas: current,
         ready_replicas: ready,
         members,
         backup,
-        volumes,
-        selector: format!(
-            "{LABEL_PART_OF}={},app.kubernetes.io/managed-by=etcd-druid",
-            etcd.metadata.name.clone().unwrap_or_default()
-        ),
-        selector_labels: [
-            (LABEL_PART_OF.to_string(), etcd.metadata.name.clone().unwrap_or_default()),
-            ("app.kubernetes.io/managed-by".to_string(), "etcd-druid".to_string()),
-        ]
-        .into(),
+        volume_warnings,
+        selector: format!("app.kubernetes.io/managed-by=etcd-druid,{LABEL_PART_OF}={etcd_name}"),
+        peer_tls: etcd.spec.etcd.peer_url_tls.is_some(),
+        previous: etcd.status.as_ref().map(|s| serde_json::to_value(s).unwrap_or_default()).unwrap_or(Value::Null),
+        // The landscape's etcd-druid runs with member thresholds matched to its short heartbeats
+        // (controllers.etcd.etcdMember.unknownThreshold / notReadyThreshold in druid's configuration).
+        unknown_threshold_seconds: lease_seconds,
+        not_ready_threshold_seconds: 2 * lease_seconds,
     };
     Ok(compute_status(&obs, jiff::Timestamp::now()))
 }

@@ -6,7 +6,7 @@
 //! member of a multi-member cluster with an empty (or corrupt) data dir is removed from the cluster,
 //! cleaned, added back as a learner and promoted once in sync; a new cluster bootstraps when no member
 //! lease was ever renewed. While the member is healthy the sidecar renews its lease
-//! `<memberID>:Leader|Member`; the leader's sidecar takes scheduled snapshots into the object store and
+//! `<memberID>:<clusterID>:Leader|Member`; the leader's sidecar takes scheduled snapshots into the object store and
 //! serves the HTTP API (`/snapshot/full`, `/snapshot/delta`, `/defrag`, `/compact`, `/healthz`).
 
 use std::convert::Infallible;
@@ -239,7 +239,8 @@ impl MemberRuntime {
             return Err("object store unreachable (playground fault backup-failing)".into());
         }
         let info = store.take_full(&self.process.client()).await.map_err(|e| e.to_string())?;
-        self.renew_snapshot_lease(true, info.last_revision).await;
+        let taken_at = jiff::Timestamp::from_second(info.created_on).ok();
+        self.renew_snapshot_lease(true, info.last_revision, taken_at).await;
         self.state.lock().expect("state").last_full = Some(Instant::now());
         Ok(info)
     }
@@ -253,11 +254,9 @@ impl MemberRuntime {
         }
         let client = self.process.client();
         let info = store.take_delta(&client).await.map_err(|e| e.to_string())?;
-        let rev = match &info {
-            Some(i) => i.last_revision,
-            None => client.status().await.map(|s| s.revision).unwrap_or(0),
-        };
-        self.renew_snapshot_lease(false, rev).await;
+        // No new delta: the holder keeps the newest delta's revision ("0" before the first one).
+        let rev = info.as_ref().map_or(0, |i| i.last_revision);
+        self.renew_snapshot_lease(false, rev, None).await;
         self.state.lock().expect("state").last_delta = Some(Instant::now());
         Ok(info)
     }
@@ -281,23 +280,46 @@ impl MemberRuntime {
         Some((ObjectStore::new(ctx.store_dir(&self.namespace, &store.prefix)), period))
     }
 
-    async fn renew_snapshot_lease(&self, full: bool, revision: i64) {
+    /// etcd-backup-restore `pkg/health/heartbeat/heartbeat.go`: the holder is the snapshot's last revision and
+    /// is only ever raised; the full lease's renewTime is the time the snapshot was taken, the delta lease's is
+    /// now.
+    async fn renew_snapshot_lease(&self, full: bool, revision: i64, taken_at: Option<jiff::Timestamp>) {
         let Some(ctx) = self.ctx.upgrade() else { return };
         let name = if full { format!("{}-full-snap", self.etcd) } else { format!("{}-delta-snap", self.etcd) };
         let api = Api::<Lease>::namespaced(ctx.clients.backup_restore.clone(), &self.namespace);
-        let patch = json!({"spec": {"holderIdentity": revision.to_string(), "renewTime": micro_time_now()}});
+        let current = api
+            .get_opt(&name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .and_then(|h| h.parse::<i64>().ok());
+        let revision = current.map_or(revision, |c| c.max(revision));
+        let renew = match (full, taken_at) {
+            (true, Some(t)) => t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string(),
+            _ => micro_time_now(),
+        };
+        let patch = json!({"spec": {"holderIdentity": revision.to_string(), "renewTime": renew}});
         if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             tracing::debug!(lease = %name, error = %e, "snapshot lease not renewed");
         }
     }
 
-    async fn renew_member_lease(&self, id: u64, leader: bool) {
+    /// `RenewMemberLease` of etcd-backup-restore v0.39+ (`pkg/health/heartbeat/heartbeat.go`): holder
+    /// `<memberID>:<clusterID>:<Leader|Member>` in hex from the member's maintenance status, which answers
+    /// without a leader too; the lease is the member's name (`<memberNamePrefix>-<pod>` with a prefix).
+    async fn renew_member_lease(&self, id: u64, cluster_id: u64, leader: bool) {
         let Some(ctx) = self.ctx.upgrade() else { return };
         let api = Api::<Lease>::namespaced(ctx.clients.backup_restore.clone(), &self.namespace);
-        let holder = format!("{id:x}:{}", if leader { "Leader" } else { "Member" });
+        let holder = format!("{id:x}:{cluster_id:x}:{}", if leader { "Leader" } else { "Member" });
+        let lease = match self.etcd_object().await {
+            Some(e) => e.managed_names().member_of_pod(&self.pod),
+            None => self.pod.clone(),
+        };
         let patch = json!({"spec": {"holderIdentity": holder, "renewTime": micro_time_now()}});
-        if let Err(e) = api.patch(&self.pod, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            tracing::debug!(lease = %self.pod, error = %e, "member lease not renewed");
+        if let Err(e) = api.patch(&lease, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            tracing::debug!(lease = %lease, error = %e, "member lease not renewed");
         }
     }
 
@@ -530,9 +552,9 @@ impl MemberRuntime {
             tracing::info!(pod = %self.pod, "learner promoted");
             self.state.lock().expect("state").pending_promotion = None;
         }
-        let (member_id, is_leader, is_learner, pending) = {
+        let (is_leader, is_learner, pending) = {
             let s = self.state.lock().expect("state");
-            (s.member_id, s.is_leader, s.is_learner, s.pending_promotion.is_some() || !s.pending_deltas.is_empty())
+            (s.is_leader, s.is_learner, s.pending_promotion.is_some() || !s.pending_deltas.is_empty())
         };
         let ready = healthy && !is_learner && !pending;
         {
@@ -541,8 +563,12 @@ impl MemberRuntime {
             s.view.ready = ready;
             s.view.waiting = None;
         }
-        if ready && let Some(id) = member_id {
-            self.renew_member_lease(id, is_leader).await;
+        // backup-restore renews the member lease whenever etcd answers its maintenance status, also without a
+        // leader (then the role is Member): after a quorum loss the survivors' leases stay fresh.
+        if let Some(st) = &status
+            && !is_learner
+        {
+            self.renew_member_lease(st.member_id, st.cluster_id, st.is_leader()).await;
         }
         if ready && is_leader {
             self.leader_duties(ctx).await;

@@ -604,6 +604,9 @@ async fn populate(admin: &kube::Client, ns: &str, opts: &PlaygroundOptions) -> R
         "spec": {
             "replicas": opts.members,
             "labels": {"role": "main", "gardener.cloud/role": "controlplane"},
+            // Gardener's etcd-main (class important) names its claim template `main-etcd`
+            // (gardener/gardener pkg/component/etcd/etcd/etcd.go): PVCs `main-etcd-etcd-main-<i>`.
+            "volumeClaimTemplate": "main-etcd",
             // The members serve client TLS with the key pair of `etcd-server` beside plain HTTP (see
             // `super::tls`); peers stay plain HTTP. The Certificates below keep these secrets filled.
             "etcd": {"clientPort": 2379, "serverPort": 2380,

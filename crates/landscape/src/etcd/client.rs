@@ -70,6 +70,8 @@ impl Member {
 pub struct MemberStatus {
     /// ID of the answering member.
     pub member_id: u64,
+    /// ID of the cluster it belongs to (response header).
+    pub cluster_id: u64,
     /// ID of the leader it knows (0 = none).
     pub leader: u64,
     /// Current store revision.
@@ -348,6 +350,7 @@ impl EtcdClient {
         let v = self.call("/v3/maintenance/status", json!({})).await?;
         Ok(MemberStatus {
             member_id: uint(&v["header"]["member_id"]),
+            cluster_id: uint(&v["header"]["cluster_id"]),
             leader: uint(&v["leader"]),
             revision: int(&v["header"]["revision"]),
             raft_term: uint(&v["raftTerm"]),
