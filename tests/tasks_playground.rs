@@ -116,6 +116,30 @@ async fn snapshot_compaction_and_copy_backups_tasks_finish_on_the_real_object_st
     create(&pg, &ns, "compact", "OnDemandSnapshotCompactionTask", None).await;
     let t = r.run_to_completion(&ns, "compact").await.unwrap();
     assert_eq!(t.state(), TaskState::Succeeded, "{}", summary(&t));
+    // Built like etcd-druid's compaction Job, under a name druid's `<etcd>-compactor` can never take.
+    let job = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(pg.client(), &ns)
+        .get(&format!("{}-compactor-ondemand", pg.etcd_name()))
+        .await
+        .unwrap();
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    let sts =
+        Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(pg.client(), &ns).get(pg.etcd_name()).await.unwrap();
+    let sidecar_image = sts
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .containers
+        .into_iter()
+        .find(|c| c.name == "backup-restore")
+        .unwrap()
+        .image;
+    assert_eq!(pod.containers[0].image, sidecar_image, "the sidecar's image");
+    assert_eq!(pod.service_account_name.as_deref(), Some(pg.etcd_name()), "the Etcd's service account");
+    let args = pod.containers[0].args.clone().unwrap();
+    assert!(args.contains(&format!("--full-snapshot-lease-name={}-full-snap", pg.etcd_name())), "{args:?}");
+    assert!(args.contains(&"--storage-provider=Local".to_string()), "{args:?}");
 
     let config = format!(
         "sourceStore: {{provider: Local, prefix: {ns}/{}}}\ntargetStore: {{provider: Local, prefix: copied}}\n",
@@ -223,6 +247,41 @@ async fn defragmentation_reaches_every_member_through_its_pod_leader_last_and_th
     for i in 0..n {
         let after = pg.etcd_client(&ns, i).unwrap().status().await.unwrap().db_size;
         assert!(after < before[i as usize], "member {i} defragmented: {after} < {}", before[i as usize]);
+    }
+    pg.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_druid_executes_an_etcd_ops_task_snapshot_and_rejects_a_duplicate_and_a_missing_etcd() {
+    use druidctl::api::EtcdOpsTask;
+    use druidctl::api::opstask::{codes, states};
+    use druidctl::tasks::opstask;
+    let Some(_binary) = require_etcd("EtcdOpsTask on-demand snapshot") else { return };
+    let (pg, ns, _r) = ready_playground().await;
+    let client = pg.client();
+    assert!(opstask::served(&client).await.unwrap(), "the playground serves EtcdOpsTask");
+    let task = opstask::create_snapshot(&client, &ns, pg.etcd_name(), "full", Some(2)).await.unwrap();
+    let name = task.metadata.name.clone().unwrap();
+    // While it is unfinished the duplicate rule sees it, from either kind.
+    let dup = opstask::check_duplicate(&client, &ns, pg.etcd_name(), true).await;
+    let done = opstask::follow(&client, &ns, &name, Duration::from_secs(120), |_| {}).await.unwrap();
+    assert_eq!(done.state(), states::SUCCEEDED, "{:?}", done.status);
+    let op = done.status.clone().unwrap().last_operation.unwrap();
+    assert_eq!((op.type_.as_str(), op.description.as_str()), ("Execution", "Snapshot created successfully"));
+    assert!(done.status.unwrap().started_at.is_some());
+    let e = dup.expect_err("an unfinished EtcdOpsTask is a duplicate");
+    assert!(e.to_string().contains(&name), "{e}");
+    // etcd-druid's admission: a task for an Etcd that does not exist is Rejected with ERR_GET_ETCD.
+    let missing = opstask::create_snapshot(&client, &ns, "no-such-etcd", "delta", Some(2)).await.unwrap();
+    let missing_name = missing.metadata.name.unwrap();
+    let err = opstask::follow(&client, &ns, &missing_name, Duration::from_secs(60), |_| {}).await.unwrap_err();
+    assert!(err.to_string().contains(codes::GET_ETCD), "{err}");
+    // TTL 2 s: etcd-druid deletes both tasks.
+    let api: Api<EtcdOpsTask> = Api::namespaced(client.clone(), &ns);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while api.get_opt(&name).await.unwrap().is_some() || api.get_opt(&missing_name).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "tasks not deleted after their TTL");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     pg.down().await;
 }

@@ -154,7 +154,7 @@ fn read_config(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>>
 }
 
 /// `NAME` or `NAMESPACE/NAME` of an Etcd, against `-n` and the context namespace.
-fn etcd_target(ctx: &Context, cluster_ns: &str, etcd: &str) -> Result<(String, String), UsageError> {
+pub(super) fn etcd_target(ctx: &Context, cluster_ns: &str, etcd: &str) -> Result<(String, String), UsageError> {
     match etcd.split_once('/') {
         Some((ns, name)) => {
             if let Some(explicit) = &ctx.global.namespace
@@ -175,7 +175,7 @@ fn namespace(ctx: &Context, cluster: &Cluster) -> String {
 
 /// Turns a task outcome into the error the exit-code table classifies: rejected/refused → 3, timeout → 7,
 /// invalid config → 2, failed → 1.
-fn classified(e: TaskOpsError) -> anyhow::Error {
+pub(super) fn classified(e: TaskOpsError) -> anyhow::Error {
     match e {
         TaskOpsError::Cluster(c) => c.into(),
         TaskOpsError::Invalid(i) => UsageError(i.to_string()).into(),
@@ -346,6 +346,70 @@ impl Printable for TaskList {
     }
 }
 
+/// EtcdOpsTasks (run by etcd-druid) as `task list` shows them.
+pub struct OpsTaskList(pub Vec<druidctl::api::EtcdOpsTask>);
+
+impl Printable for OpsTaskList {
+    fn table(&self, wide: bool) -> Table {
+        use druidctl::api::opstask::states;
+        let mut headers = vec!["namespace", "name", "type", "etcd", "state", "step", "age"];
+        if wide {
+            headers.push("reason");
+        }
+        let mut t = Table::new(&headers);
+        let now = jiff::Timestamp::now();
+        for task in &self.0 {
+            let op = task.status.as_ref().and_then(|s| s.last_operation.as_ref());
+            let created = task.metadata.creation_timestamp.as_ref().map(|c| c.0);
+            let state = if task.state().is_empty() { states::PENDING } else { task.state() };
+            let style = match state {
+                states::SUCCEEDED => Style::Good,
+                states::FAILED | states::REJECTED => Style::Bad,
+                states::IN_PROGRESS => Style::Warn,
+                _ => Style::Dim,
+            };
+            let mut row = vec![
+                Cell::plain(task.metadata.namespace.clone().unwrap_or_default()),
+                Cell::plain(task.metadata.name.clone().unwrap_or_default()),
+                Cell::plain(format!("EtcdOpsTask/{}", task.operation())),
+                Cell::plain(task.spec.etcd_name.clone().unwrap_or_default()),
+                Cell::styled(state, style),
+                Cell::plain(op.map(|o| o.type_.clone()).unwrap_or_else(|| "-".into())),
+                Cell::plain(created.map(|c| age::human(age::seconds_between(c, now))).unwrap_or_else(|| "-".into())),
+            ];
+            if wide {
+                row.push(Cell::plain(druidctl::tasks::opstask::reason(task)));
+            }
+            t.row(row);
+        }
+        t
+    }
+    fn document(&self) -> serde_json::Value {
+        let items: Vec<serde_json::Value> =
+            self.0.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
+        if items.len() == 1 {
+            items.into_iter().next().unwrap_or_default()
+        } else {
+            druidctl::output::list_document(items)
+        }
+    }
+    fn names(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|t| format!("etcdopstask.druid.gardener.cloud/{}", t.metadata.name.clone().unwrap_or_default()))
+            .collect()
+    }
+}
+
+/// The cluster's EtcdOpsTasks in scope, none when the cluster does not serve the kind.
+async fn ops_tasks(ctx: &Context, cluster: &Cluster, ns: &str) -> anyhow::Result<Vec<druidctl::api::EtcdOpsTask>> {
+    if !druidctl::tasks::opstask::served(&cluster.client).await? {
+        return Ok(Vec::new());
+    }
+    let scope = (!ctx.global.all_namespaces).then_some(ns);
+    Ok(druidctl::tasks::opstask::list(&cluster.client, scope).await?)
+}
+
 async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
     let cluster = ctx.connect().await?;
     let ns = namespace(ctx, &cluster);
@@ -359,18 +423,27 @@ async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
         lp = lp.labels(sel);
     }
     let mut items = api.list(&lp).await.map_err(|e| task_err(e, "", &ns))?.items;
+    let mut ops = ops_tasks(ctx, &cluster, &ns).await?;
     if let Some(etcd) = &args.etcd {
         items.retain(|t| t.spec.owner_etcd_refrence.name == *etcd);
+        ops.retain(|t| t.spec.etcd_name.as_deref() == Some(etcd.as_str()));
     }
     items.sort_by_key(|t| {
         (t.metadata.namespace.clone(), t.metadata.creation_timestamp.as_ref().map(|c| c.0), t.metadata.name.clone())
     });
-    if items.is_empty() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide) {
+    ops.sort_by_key(|t| {
+        (t.metadata.namespace.clone(), t.metadata.creation_timestamp.as_ref().map(|c| c.0), t.metadata.name.clone())
+    });
+    if items.is_empty() && ops.is_empty() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide) {
         ctx.printer.text("No tasks found.\n")?;
         return Ok(());
     }
     if matches!(ctx.printer.format(), OutputFormat::Json | OutputFormat::Yaml) {
-        let items: Vec<serde_json::Value> = items.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
+        let items: Vec<serde_json::Value> = items
+            .iter()
+            .map(|t| serde_json::to_value(t).unwrap_or_default())
+            .chain(ops.iter().map(|t| serde_json::to_value(t).unwrap_or_default()))
+            .collect();
         let doc = druidctl::output::list_document(items);
         if ctx.printer.format() == OutputFormat::Json {
             ctx.printer.json(&doc)?;
@@ -379,7 +452,12 @@ async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    ctx.printer.print(&TaskList(items))?;
+    if !items.is_empty() {
+        ctx.printer.print(&TaskList(items))?;
+    }
+    if !ops.is_empty() {
+        ctx.printer.print(&OpsTaskList(ops))?;
+    }
     Ok(())
 }
 
@@ -387,11 +465,32 @@ async fn get(ctx: &mut Context, args: GetArgs) -> anyhow::Result<()> {
     let cluster = ctx.connect().await?;
     let ns = namespace(ctx, &cluster);
     let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
-    let mut items = Vec::new();
+    let ops_api: Api<druidctl::api::EtcdOpsTask> = Api::namespaced(cluster.client.clone(), &ns);
+    let (mut items, mut ops) = (Vec::new(), Vec::new());
     for n in &args.names {
-        items.push(api.get(n).await.map_err(|e| task_err(e, n, &ns))?);
+        match api.get_opt(n).await.map_err(|e| task_err(e, n, &ns))? {
+            Some(t) => items.push(t),
+            // An EtcdOpsTask of the same name, when the cluster serves that kind.
+            None => match ops_api.get_opt(n).await {
+                Ok(Some(t)) => ops.push(t),
+                _ => {
+                    return Err(ClusterError::NotFound {
+                        kind: "etcdoperatortask".into(),
+                        name: n.clone(),
+                        namespace: ns.clone(),
+                        hint: None,
+                    }
+                    .into());
+                }
+            },
+        }
     }
-    ctx.printer.print(&TaskList(items))?;
+    if !items.is_empty() || ops.is_empty() {
+        ctx.printer.print(&TaskList(items))?;
+    }
+    if !ops.is_empty() {
+        ctx.printer.print(&OpsTaskList(ops))?;
+    }
     Ok(())
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -15,9 +16,6 @@ use super::step::{CREATED_BY_LABEL, Readiness, Step, StepContext, StepError, Ste
 use super::{TaskKind, TaskPlan};
 use crate::api::Etcd;
 use crate::api::task::types;
-
-/// Image of the compaction Job (etcd-backup-restore's `etcdbrctl compact`).
-pub const COMPACTOR_IMAGE: &str = "europe-docker.pkg.dev/gardener-project/releases/gardener/etcdbrctl:v0.31.0";
 
 /// The task type.
 pub struct OnDemandSnapshotCompaction;
@@ -46,7 +44,7 @@ impl TaskPlan for CompactionPlan {
         require_backups(facts)
     }
     fn steps(&self, etcd: &Etcd) -> Vec<Box<dyn Step>> {
-        let job = etcd.managed_names().compaction_job();
+        let job = job_name(etcd.metadata.name.as_deref().unwrap_or_default());
         vec![Box::new(CreateJob { job: job.clone() }), Box::new(WaitForJob { job })]
     }
     fn config_json(&self) -> Value {
@@ -54,34 +52,184 @@ impl TaskPlan for CompactionPlan {
     }
 }
 
-/// The Job manifest for `etcd`, owned by the task.
-pub fn job_manifest(cx: &StepContext, name: &str) -> Value {
-    let store = cx.etcd.spec.backup.store.clone().unwrap_or_default();
-    json!({
+/// Name of the task's compaction Job: `<etcd>-compactor-ondemand`. etcd-druid's own Job is `<etcd>-compactor`
+/// (druid@v0.37.1 `api/core/v1alpha1/helper.go` GetCompactionJobName), which always ends in `-compactor`;
+/// this name never does, so no Etcd's druid Job can have it.
+pub fn job_name(etcd: &str) -> String {
+    format!("{etcd}-compactor-ondemand")
+}
+
+/// etcd-backup-restore's storage provider for an Etcd's `spec.backup.store.provider`, as etcd-druid maps it
+/// (druid@v0.37.1 `internal/store/store.go` StorageProviderFromInfraProvider).
+pub fn storage_provider(provider: &str) -> Result<&'static str, String> {
+    Ok(match provider {
+        "aws" | "S3" | "s3" | "stackit" => "S3",
+        "azure" | "ABS" | "abs" => "ABS",
+        "gcp" | "GCS" | "gcs" => "GCS",
+        "openstack" | "Swift" | "swift" => "Swift",
+        "alicloud" | "OSS" | "oss" => "OSS",
+        "dell" | "ECS" | "ecs" => "ECS",
+        "openshift" | "OCS" | "ocs" => "OCS",
+        "Local" | "local" => "Local",
+        other => return Err(format!("unsupported storage provider: '{other}'")),
+    })
+}
+
+/// The etcd-backup-restore image: `spec.backup.image`, else the `backup-restore` container of the StatefulSet
+/// etcd-druid rendered (so the Job runs the same version as the sidecar).
+pub fn backup_restore_image(etcd: &Etcd, sts: Option<&StatefulSet>) -> Option<String> {
+    etcd.spec.backup.image.clone().or_else(|| {
+        sts?.spec
+            .as_ref()?
+            .template
+            .spec
+            .as_ref()?
+            .containers
+            .iter()
+            .find(|c| c.name == "backup-restore")?
+            .image
+            .clone()
+    })
+}
+
+const WORKSPACE: &str = "/var/etcd/data";
+const SECRET_VOLUME: &str = "etcd-backup-secret";
+/// Default `spec.etcd.quota` (8Gi), druid@v0.37.1 `internal/component/statefulset/builder.go`.
+const DEFAULT_QUOTA_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+
+/// The compaction Job for `etcd`, built as etcd-druid's compaction controller builds `<etcd>-compactor`
+/// (druid@v0.37.1 `internal/controller/compaction/reconciler.go` createCompactionJob, getCompactionJobArgs,
+/// getCompactionJobEnvVar, getCompactionJobVolumeMounts/Volumes; `internal/utils/envvar.go`): same image as
+/// the sidecar, the Etcd's service account, the snapshot-lease flags, the provider's secret mount and env.
+/// `metadata` carries the name, namespace and owner (the task).
+pub fn compaction_job(etcd: &Etcd, image: &str, mut metadata: Value) -> Result<Value, String> {
+    let name = etcd.metadata.name.clone().unwrap_or_default();
+    let store = etcd.spec.backup.store.clone().ok_or("backups are not configured for this Etcd")?;
+    let provider = storage_provider(store.provider.as_deref().unwrap_or_default())?;
+    let names = etcd.managed_names();
+    let labels = json!({
+        "app.kubernetes.io/managed-by": "etcd-druid",
+        "app.kubernetes.io/part-of": name,
+        "app.kubernetes.io/name": metadata["name"],
+        "app.kubernetes.io/component": "etcd-snapshot-compaction-job",
+        "networking.gardener.cloud/to-dns": "allowed",
+        "networking.gardener.cloud/to-private-networks": "allowed",
+        "networking.gardener.cloud/to-public-networks": "allowed",
+    });
+    let mut all_labels = labels.clone();
+    for (k, v) in metadata["labels"].as_object().cloned().unwrap_or_default() {
+        all_labels[k] = v;
+    }
+    metadata["labels"] = all_labels.clone();
+    let mut args = vec![
+        "compact".to_string(),
+        format!("--data-dir={WORKSPACE}/compaction.etcd"),
+        format!("--restoration-temp-snapshots-dir={WORKSPACE}/compaction.restoration.temp"),
+        format!("--snapstore-temp-directory={WORKSPACE}/tmp"),
+        "--enable-snapshot-lease-renewal=true".into(),
+        format!("--full-snapshot-lease-name={}", names.full_snapshot_lease()),
+        format!("--delta-snapshot-lease-name={}", names.delta_snapshot_lease()),
+        format!("--embedded-etcd-quota-bytes={DEFAULT_QUOTA_BYTES}"),
+        format!("--storage-provider={provider}"),
+    ];
+    if !store.prefix.is_empty() {
+        args.push(format!("--store-prefix={}", store.prefix));
+    }
+    if let Some(c) = &store.container {
+        args.push(format!("--store-container={c}"));
+    }
+    if let Some(e) = &store.endpoint_override {
+        args.push(format!("--store-endpoint-override={e}"));
+    }
+    let field = |path: &str| json!({"valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}});
+    let mut env = vec![
+        json!({"name": "POD_NAME"}).merged(field("metadata.name")),
+        json!({"name": "POD_NAMESPACE"}).merged(field("metadata.namespace")),
+        json!({"name": "STORAGE_CONTAINER", "value": store.container.clone().unwrap_or_default()}),
+    ];
+    let secret = store.secret_ref.as_ref().map(|r| r.name.clone()).filter(|n| !n.is_empty());
+    let mut mounts = vec![json!({"name": "etcd-workspace-dir", "mountPath": WORKSPACE})];
+    let mut volumes = vec![json!({"name": "etcd-workspace-dir", "emptyDir": {}})];
+    let credentials_dir = match provider {
+        "GCS" => Some("/var/.gcp/"),
+        "S3" | "ABS" | "OSS" | "Swift" | "OCS" => Some("/var/etcd-backup"),
+        _ => None,
+    };
+    match provider {
+        "S3" => env.push(json!({"name": "AWS_APPLICATION_CREDENTIALS", "value": "/var/etcd-backup"})),
+        "ABS" => env.push(json!({"name": "AZURE_APPLICATION_CREDENTIALS", "value": "/var/etcd-backup"})),
+        "GCS" => env.push(json!({"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": "/var/.gcp/serviceaccount.json"})),
+        "Swift" => env.push(json!({"name": "OPENSTACK_APPLICATION_CREDENTIALS", "value": "/var/etcd-backup"})),
+        "OSS" => env.push(json!({"name": "ALICLOUD_APPLICATION_CREDENTIALS", "value": "/var/etcd-backup"})),
+        "OCS" => env.push(json!({"name": "OPENSHIFT_APPLICATION_CREDENTIALS", "value": "/var/etcd-backup"})),
+        "ECS" => {
+            let secret = secret.clone().ok_or("the ECS store needs spec.backup.store.secretRef")?;
+            for (var, key) in [
+                ("ECS_ENDPOINT", "endpoint"),
+                ("ECS_ACCESS_KEY_ID", "accessKeyID"),
+                ("ECS_SECRET_ACCESS_KEY", "secretAccessKey"),
+            ] {
+                env.push(json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}));
+            }
+        }
+        _ => {}
+    }
+    if let Some(dir) = credentials_dir {
+        let secret = secret.clone().ok_or_else(|| format!("the {provider} store needs spec.backup.store.secretRef"))?;
+        mounts.push(json!({"name": SECRET_VOLUME, "mountPath": dir}));
+        volumes.push(json!({"name": SECRET_VOLUME, "secret": {"secretName": secret}}));
+    }
+    if provider == "Local" {
+        // The Local provider reads the bucket from a host path (druid: secret key `hostPath`, default
+        // /etc/gardener/local-backupbuckets, plus the container).
+        let container = store.container.clone().unwrap_or_default();
+        mounts.push(json!({"name": "host-storage", "mountPath": format!("/home/nonroot/{container}")}));
+        volumes.push(json!({"name": "host-storage", "hostPath": {
+            "path": format!("/etc/gardener/local-backupbuckets/{container}"), "type": "DirectoryOrCreate"}}));
+    }
+    let deadline = 3 * 3600;
+    Ok(json!({
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": cx.owned_metadata(name),
+        "metadata": metadata,
         "spec": {
+            "activeDeadlineSeconds": deadline,
+            "completions": 1,
             "backoffLimit": 0,
             "template": {
-                "metadata": {"labels": {CREATED_BY_LABEL: cx.task_name(), "app.kubernetes.io/part-of": cx.etcd_name()}},
+                "metadata": {"labels": all_labels},
                 "spec": {
+                    "activeDeadlineSeconds": deadline,
                     "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 60,
+                    "serviceAccountName": name,
                     "containers": [{
                         "name": "compact-backup",
-                        "image": COMPACTOR_IMAGE,
-                        "args": [
-                            "compact",
-                            "--data-dir=/var/etcd/data/compaction.etcd",
-                            "--snapstore-temp-directory=/var/etcd/data/compaction.temp",
-                            format!("--storage-provider={}", store.provider.unwrap_or_default()),
-                            format!("--store-container={}", store.container.unwrap_or_default()),
-                            format!("--store-prefix={}", store.prefix),
-                        ],
+                        "image": image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": args,
+                        "env": env,
+                        "volumeMounts": mounts,
+                        "securityContext": {"allowPrivilegeEscalation": false},
+                        "resources": {"requests": {"cpu": "600m", "memory": "3Gi"}},
                     }],
+                    "volumes": volumes,
                 },
             },
         },
-    })
+    }))
+}
+
+trait Merged {
+    fn merged(self, other: Value) -> Value;
+}
+
+impl Merged for Value {
+    fn merged(mut self, other: Value) -> Value {
+        for (k, v) in other.as_object().cloned().unwrap_or_default() {
+            self[k] = v;
+        }
+        self
+    }
 }
 
 fn created_by_task(job: &Job, task: &str) -> bool {
@@ -121,8 +269,18 @@ impl Step for CreateJob {
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
             let api: Api<Job> = Api::namespaced(cx.client.clone(), cx.namespace());
-            let job: Job =
-                serde_json::from_value(job_manifest(cx, &self.job)).map_err(|e| StepError::Permanent(e.to_string()))?;
+            let sts = Api::<StatefulSet>::namespaced(cx.client.clone(), cx.namespace())
+                .get_opt(&cx.etcd.managed_names().statefulset())
+                .await
+                .map_err(|e| StepError::from_kube("reading the etcd StatefulSet", e))?;
+            let image = backup_restore_image(&cx.etcd, sts.as_ref()).ok_or_else(|| {
+                StepError::Permanent(
+                    "cannot tell the etcd-backup-restore image: spec.backup.image is unset and the StatefulSet has no backup-restore container".into(),
+                )
+            })?;
+            let manifest =
+                compaction_job(&cx.etcd, &image, cx.owned_metadata(&self.job)).map_err(StepError::Permanent)?;
+            let job: Job = serde_json::from_value(manifest).map_err(|e| StepError::Permanent(e.to_string()))?;
             match api.create(&PostParams::default(), &job).await {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(()), // `check` decides whose it is on retry

@@ -13,6 +13,7 @@ pub mod maintenance;
 pub mod member_restore;
 pub mod noop;
 pub mod ops;
+pub mod opstask;
 pub mod preconditions;
 pub mod quorum_loss;
 pub mod sidecar;

@@ -7,6 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
 /// A reachable real API server.
 pub struct RealK8s {
     /// Admin kubeconfig (group `system:masters`).
@@ -49,7 +52,44 @@ fn unavailable(what: &str, msg: String) -> Option<RealK8s> {
     None
 }
 
+/// The real API server (with its controller manager) for the test `what`; `None` (skip, with a message) only
+/// outside CI when it cannot be had.
+pub fn require(what: &str) -> Option<RealK8s> {
+    let slug: String = what.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    RealK8s::get(&slug, true)
+}
+
 impl RealK8s {
+    /// An admin client.
+    pub async fn client(&self) -> Client {
+        let kc = Kubeconfig::read_from(&self.kubeconfig).expect("realk8s kubeconfig");
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
+        Client::try_from(cfg).expect("client")
+    }
+
+    /// A kubeconfig like the admin one that authenticates with `token` instead (a ServiceAccount's), with
+    /// `namespace` as every context's namespace.
+    pub fn kubeconfig_with_token(&self, token: &str, namespace: &str, path: &Path) -> PathBuf {
+        let mut kc = Kubeconfig::read_from(&self.kubeconfig).expect("realk8s kubeconfig");
+        for u in kc.auth_infos.iter_mut() {
+            if let Some(a) = u.auth_info.as_mut() {
+                a.client_certificate = None;
+                a.client_certificate_data = None;
+                a.client_key = None;
+                a.client_key_data = None;
+                a.token = Some(token.to_string().into());
+            }
+        }
+        for c in kc.contexts.iter_mut() {
+            if let Some(ctx) = c.context.as_mut() {
+                ctx.namespace = Some(namespace.into());
+            }
+        }
+        // JSON is YAML: kubectl and kube-rs read it.
+        std::fs::write(path, serde_json::to_string_pretty(&kc).expect("kubeconfig serializes")).expect("write");
+        path.to_path_buf()
+    }
+
     /// The shared server of `DRUIDCTL_REALK8S_KUBECONFIG`, else a private one (`name` picks its state dir under
     /// the target dir; `with_controllers` starts kube-controller-manager too).
     pub fn get(name: &str, with_controllers: bool) -> Option<RealK8s> {

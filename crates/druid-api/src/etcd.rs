@@ -77,6 +77,9 @@ pub struct BackupSpec {
     /// Period of delta snapshots as a Go duration (druid default `20s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_snapshot_period: Option<String>,
+    /// Image of etcd-backup-restore; druid's image vector when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// `spec.backup.store`.
@@ -94,6 +97,9 @@ pub struct StoreSpec {
     /// Secret with the store credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretReference>,
+    /// Endpoint of an S3-compatible store other than the provider's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_override: Option<String>,
 }
 
 /// TLS secrets referenced by an Etcd.

@@ -12,12 +12,14 @@ pub mod etcd;
 pub mod machine;
 pub mod manifests;
 pub mod names;
+pub mod opstask;
 pub mod patch;
 pub mod task;
 
 pub use certificate::Certificate;
 pub use etcd::Etcd;
 pub use machine::{Machine, MachineSet};
+pub use opstask::EtcdOpsTask;
 pub use task::{EtcdOperatorTask, EtcdOperatorTaskSpec, EtcdOperatorTaskStatus, TaskState};
 
 #[cfg(test)]

@@ -63,6 +63,8 @@ pub fn operator_rules() -> Vec<PolicyRule> {
         rule(&["druid.gardener.cloud"], &["etcds"], &["get", "list", "watch", "patch"]),
         rule(&["druid.gardener.cloud"], &["etcdoperatortasks"], &["get", "list", "watch", "create", "delete"]),
         rule(&["druid.gardener.cloud"], &["etcdcopybackupstasks"], READ),
+        // `snapshot` through etcd-druid, `task list|get`.
+        rule(&["druid.gardener.cloud"], &["etcdopstasks"], &["get", "list", "create"]),
         rule(&[""], &["pods", "persistentvolumeclaims", "services", "configmaps", "serviceaccounts"], READ),
         rule(&["apps"], &["statefulsets"], READ),
         rule(&["coordination.k8s.io"], &["leases"], READ),
@@ -85,6 +87,8 @@ pub fn serve_rules() -> Vec<PolicyRule> {
         rule(&["coordination.k8s.io"], &["leases"], &["get", "list", "watch", "create", "update", "patch", "delete"]),
         rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
         rule(&[""], &["pods", "persistentvolumeclaims"], READ),
+        // `tasks::sidecar::route` reads the Service `<etcd>-client` for the backup port.
+        rule(&[""], &["services"], &["get"]),
         rule(&[""], &["services/proxy", "pods/proxy"], &["get", "create"]),
         rule(&["apps"], &["statefulsets"], READ),
         rule(&["batch"], &["jobs"], &["get", "list", "watch", "create", "delete"]),

@@ -1,8 +1,11 @@
 //! What etcd-druid runs as Jobs, done for real on the local object stores:
 //!
-//! - the snapshot compaction Job `E-compactor` (batch/v1, created by druid or by a task): the newest full
-//!   snapshot plus its deltas are restored into a scratch etcd and saved as one new full snapshot; the
-//!   Job then reports `Complete` (or `Failed`), and `E-full-snap` moves to the compacted revision;
+//! - every snapshot compaction Job (batch/v1 labelled `app.kubernetes.io/component=etcd-snapshot-compaction-job`,
+//!   etcd-druid's `E-compactor` or one a task created): run from the Job's own container as `etcdbrctl compact`
+//!   would run it: the store from `--storage-provider`, `--store-container` and `--store-prefix`, the lease from
+//!   `--full-snapshot-lease-name` when `--enable-snapshot-lease-renewal=true`, the service account, image and
+//!   backup secret volume as the pod would need them. The newest full snapshot plus its deltas are restored
+//!   into a scratch etcd and saved as one new full snapshot; the Job then reports `Complete` (or `Failed`);
 //! - `EtcdCopyBackupsTask`: snapshots are copied from `spec.sourceStore` to `spec.targetStore` (newest
 //!   `maxBackups` full snapshots when set); the task's condition `Succeeded` (or `Failed`) says how it went.
 
@@ -19,7 +22,6 @@ use super::backup::ObjectStore;
 use super::{Ctx, LandscapeError, micro_time_now, tick};
 use crate::etcd::snapshot::restore_snapshot_with;
 use crate::etcd::{MemberConfig, MemberProcess};
-use druid_api::Etcd;
 
 /// Runs the actor until the landscape stops.
 pub(crate) async fn run(ctx: Arc<Ctx>) {
@@ -39,26 +41,24 @@ fn copy_tasks_resource() -> ApiResource {
 
 async fn pass(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
     let client = ctx.clients.druid.clone();
-    let etcds = match &ctx.opts.namespace {
-        Some(ns) => Api::<Etcd>::namespaced(client.clone(), ns),
+    let jobs = match &ctx.opts.namespace {
+        Some(ns) => Api::<Job>::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     }
-    .list(&ListParams::default())
+    .list(&ListParams::default().labels(&format!("{LABEL_COMPONENT}={COMPACTION_COMPONENT}")))
     .await
-    .map_err(|e| LandscapeError::kube("list etcds", e))?;
-    for etcd in etcds.items {
-        let ns = etcd.metadata.namespace.clone().unwrap_or_default();
-        let job_name = etcd.managed_names().compaction_job();
-        let jobs = Api::<Job>::namespaced(client.clone(), &ns);
-        if let Ok(Some(job)) = jobs.get_opt(&job_name).await
-            && job.status.as_ref().and_then(|s| s.completion_time.as_ref()).is_none()
-            && job.status.as_ref().and_then(|s| s.failed).unwrap_or(0) == 0
-        {
-            spawn_once(ctx, format!("{ns}/job/{job_name}"), {
-                let (ctx, client) = (ctx.clone(), client.clone());
-                async move { compact(&ctx, &client, &etcd, &job_name).await }
-            });
+    .map_err(|e| LandscapeError::kube("list compaction jobs", e))?;
+    for job in jobs.items {
+        let status = job.status.clone().unwrap_or_default();
+        if status.completion_time.is_some() || status.failed.unwrap_or(0) > 0 {
+            continue;
         }
+        let ns = job.metadata.namespace.clone().unwrap_or_default();
+        let job_name = job.metadata.name.clone().unwrap_or_default();
+        spawn_once(ctx, format!("{ns}/job/{job_name}"), {
+            let (ctx, client) = (ctx.clone(), client.clone());
+            async move { compact(&ctx, &client, &job).await }
+        });
     }
     let tasks_api: Api<DynamicObject> = match &ctx.opts.namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &copy_tasks_resource()),
@@ -94,8 +94,61 @@ fn spawn_once(ctx: &Arc<Ctx>, key: String, work: impl std::future::Future<Output
     });
 }
 
-async fn compact(ctx: &Ctx, client: &Client, etcd: &Etcd, job_name: &str) {
-    let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+/// `app.kubernetes.io/component` of etcd-druid's compaction Job (druid@v0.37.1 `internal/common/constants.go`).
+const COMPACTION_COMPONENT: &str = "etcd-snapshot-compaction-job";
+const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+
+/// What `etcdbrctl compact` takes from its pod: flags, and the objects the pod could not start without.
+struct CompactionRun {
+    prefix: String,
+    full_lease: Option<String>,
+}
+
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter().find_map(|a| a.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// Reads the Job as the kubelet and `etcdbrctl compact` would: a pod that cannot start (no image, missing
+/// service account or backup secret) or a flag etcd-backup-restore rejects fails the Job.
+async fn compaction_run(client: &Client, job: &Job) -> Result<CompactionRun, String> {
+    let ns = job.metadata.namespace.clone().unwrap_or_default();
+    let pod = job.spec.as_ref().and_then(|s| s.template.spec.clone()).ok_or("the Job has no pod template")?;
+    let container = pod.containers.first().ok_or("the Job's pod has no container")?;
+    if container.image.as_deref().unwrap_or_default().is_empty() {
+        return Err("the container has no image".into());
+    }
+    let args = container.args.clone().unwrap_or_default();
+    if args.first().map(String::as_str) != Some("compact") {
+        return Err(format!("etcdbrctl: unknown command {:?}", args.first()));
+    }
+    let sa = pod.service_account_name.clone().unwrap_or_else(|| "default".into());
+    let sas = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &ns);
+    if sa != "default" && sas.get_opt(&sa).await.ok().flatten().is_none() {
+        return Err(format!("serviceaccount \"{sa}\" not found"));
+    }
+    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns);
+    for v in pod.volumes.iter().flatten() {
+        if let Some(name) = v.secret.as_ref().and_then(|s| s.secret_name.clone())
+            && secrets.get_opt(&name).await.ok().flatten().is_none()
+        {
+            return Err(format!("MountVolume.SetUp failed for volume \"{}\": secret \"{name}\" not found", v.name));
+        }
+    }
+    match flag(&args, "--storage-provider") {
+        Some("Local") => {}
+        Some(p) => return Err(format!("the landscape's object store is Local, the Job asks for {p}")),
+        None => return Err("no --storage-provider: snapstore is not configured".into()),
+    }
+    let prefix = flag(&args, "--store-prefix").unwrap_or_default().to_string();
+    let full_lease = (flag(&args, "--enable-snapshot-lease-renewal") == Some("true"))
+        .then(|| flag(&args, "--full-snapshot-lease-name").map(str::to_string))
+        .flatten();
+    Ok(CompactionRun { prefix, full_lease })
+}
+
+async fn compact(ctx: &Ctx, client: &Client, job: &Job) {
+    let ns = job.metadata.namespace.clone().unwrap_or_default();
+    let job_name = job.metadata.name.as_deref().unwrap_or_default();
     let jobs = Api::<Job>::namespaced(client.clone(), &ns);
     let start = jiff::Timestamp::now().to_string();
     let _ = jobs
@@ -105,7 +158,10 @@ async fn compact(ctx: &Ctx, client: &Client, etcd: &Etcd, job_name: &str) {
             &Patch::Merge(&json!({"status": {"startTime": start, "active": 1}})),
         )
         .await;
-    let result = compact_store(ctx, client, etcd).await;
+    let result = match compaction_run(client, job).await {
+        Ok(run) => compact_store(ctx, client, &ns, &run).await,
+        Err(e) => Err(e),
+    };
     let now = jiff::Timestamp::now().to_string();
     let status = match &result {
         Ok(msg) => {
@@ -124,10 +180,8 @@ async fn compact(ctx: &Ctx, client: &Client, etcd: &Etcd, job_name: &str) {
 
 /// Restores the newest full snapshot and its deltas into a scratch etcd and saves the result as one full
 /// snapshot; returns a message for the Job's condition.
-async fn compact_store(ctx: &Ctx, client: &Client, etcd: &Etcd) -> Result<String, String> {
-    let ns = etcd.metadata.namespace.clone().unwrap_or_default();
-    let store = etcd.spec.backup.store.as_ref().ok_or("backups are not configured for this Etcd")?;
-    let store = ObjectStore::new(ctx.store_dir(&ns, &store.prefix));
+async fn compact_store(ctx: &Ctx, client: &Client, ns: &str, run: &CompactionRun) -> Result<String, String> {
+    let store = ObjectStore::new(ctx.store_dir(ns, &run.prefix));
     let (full, deltas) = store.latest_chain().ok_or("no full snapshot in the object store")?;
     if deltas.is_empty() {
         return Ok(format!("nothing to compact: {} has no deltas after it", full.snap_name));
@@ -149,10 +203,11 @@ async fn compact_store(ctx: &Ctx, client: &Client, etcd: &Etcd) -> Result<String
     let info = store.take_full_as(&c, Some(newest)).await.map_err(|e| e.to_string())?;
     drop(member);
     let _ = std::fs::remove_dir_all(&scratch);
-    let lease = Api::<Lease>::namespaced(client.clone(), &ns);
-    let patch = json!({"spec": {"holderIdentity": last.to_string(), "renewTime": micro_time_now()}});
-    let _ =
-        lease.patch(&etcd.managed_names().full_snapshot_lease(), &PatchParams::default(), &Patch::Merge(&patch)).await;
+    if let Some(name) = &run.full_lease {
+        let lease = Api::<Lease>::namespaced(client.clone(), ns);
+        let patch = json!({"spec": {"holderIdentity": last.to_string(), "renewTime": micro_time_now()}});
+        let _ = lease.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await;
+    }
     Ok(format!(
         "compacted {} and {} delta snapshots ({applied} changes) into {}",
         full.snap_name,

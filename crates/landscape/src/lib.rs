@@ -21,7 +21,9 @@
 //! - [`tls`]: a member's client TLS key pair, from its Etcd's server TLS secret, loaded on each start.
 //! - [`dwd`]: dependency-watchdog's prober and the control-plane Deployments.
 //! - [`certmanager`], [`mcm`]: cert-manager's issuing controllers; machine-controller-manager.
-//! - [`jobs`]: the snapshot compaction Job `E-compactor` and `EtcdCopyBackupsTask`, run for real.
+//! - [`jobs`]: every snapshot compaction Job (druid's `E-compactor` or a task's) and `EtcdCopyBackupsTask`, run
+//!   for real.
+//! - [`opstask`]: etcd-druid's `EtcdOpsTask` controller (on-demand snapshots).
 //! - [`playground`]: the embedded API server plus the landscape, for `druidctl playground` and `demo`.
 
 pub mod etcd;
@@ -34,6 +36,7 @@ pub mod external;
 pub mod jobs;
 pub mod mcm;
 pub mod member;
+pub mod opstask;
 pub mod playground;
 pub mod resources;
 pub mod statefulset;
@@ -286,6 +289,7 @@ impl Landscape {
             tokio::spawn(statefulset::run(ctx.clone())),
             tokio::spawn(dwd::run(ctx.clone())),
             tokio::spawn(jobs::run(ctx.clone())),
+            tokio::spawn(opstask::run(ctx.clone())),
             tokio::spawn(certmanager::run(
                 ctx.clients.druid.clone(),
                 certmanager::CertManagerOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick },
