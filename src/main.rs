@@ -39,7 +39,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = exit::classify(&err);
-            eprintln!("error: {}", one_line(&format!("{err:#}")));
+            match err.downcast_ref::<cmd::Interrupted>() {
+                // Ctrl-C: what to do next, once, without "error:".
+                Some(cmd::Interrupted(Some(hint))) => eprintln!("{}", one_line(hint)),
+                _ => eprintln!("error: {}", one_line(&format!("{err:#}"))),
+            }
             ExitCode::from(code.code())
         }
     }
@@ -74,7 +78,15 @@ fn clap_error(e: clap::Error) -> ExitCode {
 }
 
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Input echoed back (a huge --config, a long name) must not flood the terminal.
+    const MAX: usize = 600;
+    if line.chars().count() > MAX {
+        let cut: String = line.chars().take(MAX).collect();
+        format!("{cut}… ({} more characters)", line.chars().count() - MAX)
+    } else {
+        line
+    }
 }
 
 fn init_logging(verbose: u8) {

@@ -65,6 +65,208 @@ const CASES: &[Case] = &[
     Case { args: &["protection", "disable", "-l", "role=none"], code: NOT_FOUND, says: "not found" },
     Case { args: &["reconcile", "etcd-events"], code: REJECTED, says: "is suspended" },
     Case { args: &["reconcile", "etcd-main", "etcd-events"], code: REJECTED, says: "resume-reconcile" },
+    // Durations: no panic on overflow, a range checked at parse time.
+    Case { args: &["--request-timeout", "99999999999999999999999h", "status"], code: USAGE, says: "invalid value" },
+    Case { args: &["--request-timeout", "1e400s", "status"], code: USAGE, says: "invalid value" },
+    Case { args: &["--request-timeout", "99999999999999999999", "status"], code: USAGE, says: "invalid value" },
+    Case { args: &["--request-timeout", "-5s", "status"], code: USAGE, says: "unexpected argument '-5'" },
+    Case { args: &["--request-timeout=-5s", "status"], code: USAGE, says: "invalid value" },
+    Case { args: &["--request-timeout", "", "status"], code: USAGE, says: "invalid value" },
+    Case { args: &["--request-timeout", "9000h", "status"], code: USAGE, says: "too long" },
+    Case { args: &["status", "--interval", "0"], code: USAGE, says: "out of range" },
+    Case { args: &["status", "-w", "--interval", "0ms"], code: USAGE, says: "out of range" },
+    Case { args: &["status", "--interval", "2h"], code: USAGE, says: "out of range" },
+    Case { args: &["reconcile", "etcd-main", "--wait", "--timeout", "0s"], code: USAGE, says: "out of range" },
+    Case { args: &["reconcile", "etcd-main", "--wait", "--timeout", "48h"], code: USAGE, says: "out of range" },
+    Case { args: &["install", "--timeout", "0s"], code: USAGE, says: "out of range" },
+    Case { args: &["task", "watch", "t-1", "--timeout", "0s"], code: USAGE, says: "out of range" },
+    Case {
+        args: &["task", "create", "OnDemandSnapshotTask", "--etcd", "etcd-main", "--timeout", "0s"],
+        code: USAGE,
+        says: "out of range",
+    },
+    Case {
+        args: &["task", "create", "OnDemandSnapshotTask", "--etcd", "etcd-main", "--timeout", "8d"],
+        code: USAGE,
+        says: "invalid value",
+    },
+    Case { args: &["machine", "delete", "m-1", "--wait", "--timeout", "0s"], code: USAGE, says: "out of range" },
+    Case { args: &["renew", "etcd-server", "--wait", "--timeout", "0s"], code: USAGE, says: "out of range" },
+    Case { args: &["serve", "--lease-duration", "0s"], code: USAGE, says: "out of range" },
+    Case { args: &["serve", "--lease-duration", "1ms"], code: USAGE, says: "out of range" },
+    Case { args: &["serve", "--lease-duration", "2h"], code: USAGE, says: "out of range" },
+    Case { args: &["playground", "up", "--timeout", "0s"], code: USAGE, says: "out of range" },
+    Case { args: &["playground", "break", "member-down", "--down-for", "0s"], code: USAGE, says: "out of range" },
+    // Counts and sizes.
+    Case { args: &["serve", "--workers", "0"], code: USAGE, says: "invalid value '0'" },
+    Case { args: &["serve", "--workers", "-1"], code: USAGE, says: "unexpected argument '-1'" },
+    Case { args: &["serve", "--workers", "1000"], code: USAGE, says: "invalid value '1000'" },
+    Case { args: &["serve", "--default-ttl", "-1"], code: USAGE, says: "unexpected argument '-1'" },
+    Case { args: &["serve", "--default-ttl=-1"], code: USAGE, says: "invalid value '-1'" },
+    Case { args: &["serve", "--metrics-addr", "nowhere"], code: USAGE, says: "invalid value 'nowhere'" },
+    Case { args: &["serve", "--identity", ""], code: USAGE, says: "must not be empty" },
+    Case { args: &["serve", "--leader-election-namespace", "Bad_NS"], code: USAGE, says: "invalid namespace" },
+    Case { args: &["serve", "--leader-elect", "maybe"], code: USAGE, says: "invalid value 'maybe'" },
+    Case { args: &["serve", "--log-format", "xml"], code: USAGE, says: "invalid value 'xml'" },
+    Case { args: &["playground", "up", "--members", "0"], code: USAGE, says: "invalid value '0'" },
+    Case { args: &["playground", "up", "--members=-1"], code: USAGE, says: "invalid value '-1'" },
+    Case { args: &["playground", "up", "--members", "99"], code: USAGE, says: "invalid value '99'" },
+    Case { args: &["playground", "up", "--etcds", "0"], code: USAGE, says: "invalid value '0'" },
+    Case { args: &["playground", "break", "member-down", "--member", "99"], code: USAGE, says: "invalid value '99'" },
+    Case { args: &["playground", "break", "member-down", "--in", "Bad_NS"], code: USAGE, says: "invalid namespace" },
+    Case { args: &["demo", "--keys-before", "0"], code: USAGE, says: "invalid value '0'" },
+    Case { args: &["demo", "--keys-after=-1"], code: USAGE, says: "invalid value '-1'" },
+    Case {
+        args: &["task", "create", "OnDemandSnapshotTask", "--etcd", "etcd-main", "--ttl=-1"],
+        code: USAGE,
+        says: "invalid value '-1'",
+    },
+    Case {
+        args: &["task", "create", "OnDemandSnapshotTask", "--etcd", "etcd-main", "--ttl", "99999999999"],
+        code: USAGE,
+        says: "invalid value",
+    },
+    Case { args: &["snapshot", "full", "etcd-main", "--ttl", "x"], code: USAGE, says: "invalid value 'x'" },
+    Case {
+        args: &["copy-backups", "etcd-main", "--source", "S3:a/p", "--target", "S3:b/p", "--max-backups", "0"],
+        code: USAGE,
+        says: "invalid value '0'",
+    },
+    Case {
+        args: &["copy-backups", "etcd-main", "--source", "S3:a/p", "--target", "S3:b/p", "--max-backup-age", "0"],
+        code: USAGE,
+        says: "invalid value '0'",
+    },
+    Case {
+        args: &["copy-backups", "etcd-main", "--source", "S3:a/p", "--target", "S3:b/p", "--max-backups=-1"],
+        code: USAGE,
+        says: "invalid value '-1'",
+    },
+    Case { args: &["install", "--serve-image", ""], code: USAGE, says: "must not be empty" },
+    Case { args: &["install", "--serve-image", "  "], code: USAGE, says: "must not be empty" },
+    Case { args: &["install", "--serve-namespace", "x"], code: USAGE, says: "--serve-image" },
+    // Contradictory flags.
+    Case { args: &["snapshot", "full", "etcd-main", "--local", "--no-wait"], code: USAGE, says: "cannot be used with" },
+    Case { args: &["compact", "etcd-main", "--local", "--no-wait"], code: USAGE, says: "cannot be used with" },
+    Case {
+        args: &["maintenance", "etcd-main", "--compaction", "--local", "--no-wait"],
+        code: USAGE,
+        says: "cannot be used with",
+    },
+    Case { args: &["snapshot", "full", "etcd-main", "--wait", "--no-wait"], code: USAGE, says: "cannot be used with" },
+    Case {
+        args: &["copy-backups", "etcd-main", "--source", "S3:b/p", "--target", "S3:b/p"],
+        code: USAGE,
+        says: "the same store",
+    },
+    Case { args: &["copy-backups", "etcd-main", "--source", "b/p", "--target", "S3:b/q"], code: USAGE, says: "source" },
+    Case {
+        args: &["runbook", "quorum-loss-recovery", "etcd-main", "--plan", "--resume"],
+        code: USAGE,
+        says: "cannot be used with",
+    },
+    Case {
+        args: &["runbook", "quorum-loss-recovery", "etcd-main", "--plan", "--from-step", "X"],
+        code: USAGE,
+        says: "cannot be used with",
+    },
+    Case {
+        args: &["runbook", "machine-replacement", "m-1", "--node", "n-1"],
+        code: USAGE,
+        says: "cannot be used with",
+    },
+    Case { args: &["machine", "delete", "m-1", "--node", "n-1"], code: USAGE, says: "cannot be used with" },
+    Case { args: &["machine", "delete", "m-1", "--yes"], code: USAGE, says: "--force" },
+    Case { args: &["machine", "delete", "m-1", "--timeout", "5m"], code: USAGE, says: "--wait" },
+    Case { args: &["renew", "--etcd", "etcd-main", "--all"], code: USAGE, says: "cannot be used with" },
+    Case { args: &["renew", "etcd-server", "--etcd", "etcd-main"], code: USAGE, says: "cannot be used with" },
+    Case { args: &["cert", "status", "etcd-server", "--etcd", "etcd-main"], code: USAGE, says: "cannot be used with" },
+    Case { args: &["task", "watch", "-A", "t-1"], code: USAGE, says: "--all-namespaces cannot be combined" },
+    // Names are Kubernetes names, checked before any request.
+    Case { args: &["-n", "a/b", "status"], code: USAGE, says: "invalid namespace" },
+    Case { args: &["-n", "x;y", "status"], code: USAGE, says: "invalid namespace" },
+    Case { args: &["-n", "", "status"], code: USAGE, says: "invalid namespace" },
+    Case { args: &["status", "x;y"], code: USAGE, says: "invalid etcd name" },
+    Case { args: &["status", "etcd..main"], code: USAGE, says: "invalid etcd name" },
+    Case { args: &["list-resources", "x;y"], code: USAGE, says: "invalid etcd name" },
+    Case { args: &["reconcile", "a/b/c"], code: USAGE, says: "invalid etcd name" },
+    Case { args: &["suspend-reconcile", "x;y"], code: USAGE, says: "invalid etcd name" },
+    Case { args: &["resume-reconcile", "Etcd"], code: USAGE, says: "invalid etcd name" },
+    Case { args: &["protection", "disable", "x;y"], code: USAGE, says: "invalid etcd name" },
+    Case { args: &["snapshot", "full", "a/b/c"], code: USAGE, says: "invalid" },
+    Case { args: &["snapshot", "full", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["compact", "Etcd_Main"], code: USAGE, says: "invalid name" },
+    Case { args: &["maintenance", "x;y", "--compaction"], code: USAGE, says: "invalid name" },
+    Case {
+        args: &["copy-backups", "x;y", "--source", "S3:a/p", "--target", "S3:b/p"],
+        code: USAGE,
+        says: "invalid name",
+    },
+    Case {
+        args: &[
+            "copy-backups",
+            "etcd-main",
+            "--source",
+            "S3:a/p",
+            "--target",
+            "S3:b/p",
+            "--source-secret",
+            "Bad_Secret",
+        ],
+        code: USAGE,
+        says: "invalid name",
+    },
+    Case { args: &["task", "create", "OnDemandSnapshotTask", "--etcd", "a/b/c"], code: USAGE, says: "invalid name" },
+    Case { args: &["task", "list", "--etcd", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["task", "get", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["task", "describe", "A_B"], code: USAGE, says: "invalid name" },
+    Case { args: &["task", "watch", "a/b"], code: USAGE, says: "invalid name" },
+    Case { args: &["task", "delete", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["runbook", "quorum-loss-recovery", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["runbook", "quorum-loss-recovery", "a/b/c"], code: USAGE, says: "invalid name" },
+    Case { args: &["runbook", "quorum-loss-recovery", "Bad_NS/etcd-main"], code: USAGE, says: "invalid namespace" },
+    Case { args: &["runbook", "member-restore", "etcd-main", "Bad_Member"], code: USAGE, says: "invalid name" },
+    Case { args: &["runbook", "cert-renewal", "Etcd"], code: USAGE, says: "invalid name" },
+    Case { args: &["runbook", "machine-replacement", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["runbook", "machine-replacement", "--node", "a/b"], code: USAGE, says: "invalid name" },
+    Case { args: &["runbook", "machine-replacement", "m-1", "--etcd", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["runbook", "abort", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["renew", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["renew", "--etcd", "a/b/c"], code: USAGE, says: "invalid name" },
+    Case { args: &["cert", "status", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["cert", "status", "--etcd", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["machine", "delete", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["machine", "delete", "--node", "Bad_Node"], code: USAGE, says: "invalid name" },
+    // Missing arguments and unknown commands.
+    Case { args: &["task"], code: USAGE, says: "a command is required" },
+    Case { args: &["task", "get"], code: USAGE, says: "required" },
+    Case { args: &["task", "delete"], code: USAGE, says: "required" },
+    Case { args: &["task", "create"], code: USAGE, says: "required" },
+    Case { args: &["task", "create", "OnDemandSnapshotTask"], code: USAGE, says: "--etcd" },
+    Case { args: &["task", "list", "extra"], code: USAGE, says: "unexpected argument 'extra'" },
+    Case { args: &["runbook"], code: USAGE, says: "a command is required" },
+    Case { args: &["runbook", "nonexistent"], code: USAGE, says: "unrecognized subcommand" },
+    Case { args: &["runbook", "quorum-loss-recovery"], code: USAGE, says: "required" },
+    Case { args: &["runbook", "member-restore", "etcd-main"], code: USAGE, says: "required" },
+    Case { args: &["runbook", "machine-replacement"], code: USAGE, says: "required" },
+    Case { args: &["runbook", "abort"], code: USAGE, says: "required" },
+    Case { args: &["machine", "delete"], code: USAGE, says: "required" },
+    Case { args: &["snapshot", "weekly", "etcd-main"], code: USAGE, says: "invalid value 'weekly'" },
+    Case { args: &["completion"], code: USAGE, says: "required" },
+    Case { args: &["version", "--foo"], code: USAGE, says: "unexpected argument '--foo'" },
+    Case { args: &["playground", "bogus"], code: USAGE, says: "unrecognized subcommand" },
+    // Things that do not exist.
+    Case { args: &["suspend-reconcile", "etcd-nope"], code: NOT_FOUND, says: "not found" },
+    Case { args: &["protection", "enable", "etcd-nope"], code: NOT_FOUND, says: "not found" },
+    Case { args: &["task", "get", "no-such-task"], code: NOT_FOUND, says: "not found" },
+    Case { args: &["task", "describe", "no-such-task"], code: NOT_FOUND, says: "not found" },
+    Case { args: &["task", "watch", "no-such-task"], code: NOT_FOUND, says: "\"no-such-task\" not found" },
+    Case { args: &["task", "delete", "no-such-task"], code: NOT_FOUND, says: "not found" },
+    Case { args: &["runbook", "quorum-loss-recovery", "etcd-nope", "--plan"], code: NOT_FOUND, says: "not found" },
+    Case { args: &["runbook", "abort", "etcd-nope"], code: NOT_FOUND, says: "not found" },
+    // Refused by a safety check.
+    Case { args: &["runbook", "abort", "etcd-main"], code: REJECTED, says: "nothing to abort" },
+    Case { args: &["runbook", "cert-renewal", "etcd-main", "--resume"], code: REJECTED, says: "no unfinished" },
 ];
 
 fn one_line(stderr: &[u8]) -> String {
@@ -78,8 +280,11 @@ fn one_line(stderr: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_fail_with_one_line_their_exit_code_and_no_change() {
     let fx = Fixture::start().await;
-    assert!(CASES.len() >= 25);
+    fx.server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd()).unwrap()).expect("task CRD");
+    assert!(CASES.len() >= 100, "{} cases", CASES.len());
+    fx.server.request_log().clear();
     let writes_before = fx.writes();
+    let version_before = fx.server.resource_version();
     let etcds_before: Vec<_> = ["etcd-main", "etcd-events"]
         .iter()
         .map(|n| fx.server.get_object("druid.gardener.cloud/v1alpha1", "etcds", Some("shoot--a"), n).unwrap())
@@ -101,7 +306,15 @@ async fn bad_inputs_fail_with_one_line_their_exit_code_and_no_change() {
         }
     }
     assert!(failures.is_empty(), "{} of {} cases wrong:\n{}", failures.len(), CASES.len(), failures.join("\n"));
-    assert_eq!(fx.writes(), writes_before, "bad input must not change the cluster");
+    // A delete of a task that does not exist is sent and answered 404: refused writes change nothing.
+    let applied = |w: &Vec<String>| w.iter().filter(|w| !w.ends_with(" 404")).cloned().collect::<Vec<_>>();
+    assert_eq!(applied(&fx.writes()), applied(&writes_before), "bad input must not change the cluster");
+    assert_eq!(fx.server.resource_version(), version_before, "no object changed (the store's resourceVersion)");
+    // Every request the bad inputs made carried druidctl's User-Agent, as kubectl's carry kubectl's.
+    let want = format!("druidctl/{} (", env!("CARGO_PKG_VERSION"));
+    let agents: std::collections::BTreeSet<String> =
+        fx.server.request_log().records().into_iter().map(|r| r.user_agent).collect();
+    assert!(agents.iter().all(|a| a.starts_with(&want) && a.ends_with(')')), "{agents:?}");
     for (before, name) in etcds_before.iter().zip(["etcd-main", "etcd-events"]) {
         let after = fx.server.get_object("druid.gardener.cloud/v1alpha1", "etcds", Some("shoot--a"), name).unwrap();
         assert_eq!(before["metadata"]["resourceVersion"], after["metadata"]["resourceVersion"], "{name} changed");
@@ -151,5 +364,9 @@ async fn an_unreachable_api_server_is_one_line_and_operation_failed() {
             .await;
     let line = one_line(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{line}");
-    assert!(line.contains("cannot reach the API server"), "{line}");
+    assert_eq!(
+        line,
+        format!("error: cannot reach http://127.0.0.1:{port}: connection refused"),
+        "one sentence for a person"
+    );
 }

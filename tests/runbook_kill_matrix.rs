@@ -352,3 +352,126 @@ async fn machine_replacement_killed_at_every_step_and_phase_resumes_until_the_re
     pg.down().await;
     eprintln!("machine-replacement kill matrix took {:?}", started.elapsed());
 }
+
+/// `args` as owned strings.
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Runs druidctl on a terminal (see [`run_on_terminal`]) answering `answer` to the plan's confirmation.
+async fn answer_on_terminal(pg: &landscape::Playground, args: &[&str], answer: &str) -> (i32, String, String) {
+    let (kc, args, answer) = (pg.kubeconfig_path().to_path_buf(), owned(args), answer.to_string());
+    let env = vec![("DRUIDCTL_RUNBOOK_LEASE".to_string(), "1s".to_string())];
+    tokio::task::spawn_blocking(move || run_on_terminal(&kc, &args, &env, &answer)).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_refused_at_the_confirmation_of_every_resume_point_changes_nothing_and_names_both_ways_out() {
+    let Some(_) = require_etcd("runbook refusal matrix") else { return };
+    let started = std::time::Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 3).await;
+    let ns = lose_quorum_after_snapshot(&pg, 5, 2).await;
+    let plain = ["runbook", "quorum-loss-recovery", "-n", ns.as_str(), "etcd-main"];
+    let mut yes = plain.to_vec();
+    yes.extend(["--yes", "-o", "jsonl"]);
+    let mut resume = yes.clone();
+    resume.push("--resume");
+    let mut plan_args = plain.to_vec();
+    plan_args.extend(["--plan", "-o", "jsonl"]);
+    let steps = plan_steps(&pg, &plan_args).await;
+    let abort = format!("-n {ns} etcd-main");
+
+    // The first prompt comes before the first write: refusing it leaves no trace at all.
+    let before = cluster_facts(&pg, &ns).await;
+    let (code, stdout, terminal) = answer_on_terminal(&pg, &plain, "no").await;
+    let line = error_line(&terminal);
+    assert_eq!(code, 3, "{stdout}{terminal}");
+    assert!(line.contains("not confirmed; nothing was changed"), "{line}");
+    assert!(stdout.contains("DESTRUCTIVE"), "the whole plan was shown before the question: {stdout}");
+    assert_eq!(cluster_facts(&pg, &ns).await, before, "the refused run changed nothing");
+    assert!(task_names(&pg, &ns).await.is_empty(), "no task was created");
+
+    // After every completed step, the confirmation of the rest is refused: nothing more changes, and the
+    // message names what changed so far and both ways out.
+    for k in 1..steps.len() {
+        cut_at(&pg, if k == 1 { &yes } else { &resume }, &format!("{k}:after-journal")).await;
+        let before = cluster_facts(&pg, &ns).await;
+        let (code, stdout, terminal) = answer_on_terminal(&pg, &plain, "etcd-wrong").await;
+        eprintln!("refused after step {k} at {:?}", started.elapsed());
+        let line = error_line(&terminal);
+        assert_eq!(code, 3, "after step {k}: {stdout}{terminal}");
+        assert!(line.contains("not confirmed; changed so far"), "after step {k}: {line}");
+        for s in &steps[..k] {
+            assert!(line.contains(s.as_str()), "after step {k}, {s} is named: {line}");
+        }
+        assert!(
+            line.contains("--resume`") && line.contains("runbook abort") && line.contains(&abort),
+            "after step {k}: {line}"
+        );
+        assert!(stdout.contains("continuing task"), "{stdout}");
+        assert_eq!(cluster_facts(&pg, &ns).await, before, "after step {k}: the refused run changed nothing");
+    }
+    // One documented command resolves it: `--resume` finishes the run; its task keeps no finalizer.
+    let last = run(&pg, &resume).await;
+    assert_eq!(last.code, 0, "{}\n{}", last.stdout, last.stderr);
+    let tasks = kube::Api::<druidctl::api::EtcdOperatorTask>::namespaced(pg.client(), &ns)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(tasks.len(), 1);
+    assert!(
+        !tasks[0].metadata.finalizers.clone().unwrap_or_default().iter().any(|f| f.contains("runbook")),
+        "{:?}",
+        tasks[0].metadata.finalizers
+    );
+    pg.down().await;
+    eprintln!("refusal matrix took {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cert_renewal_task_deleted_at_every_step_is_kept_by_its_finalizer_until_runbook_abort_cleans_up() {
+    let Some(_) = require_etcd("runbook deletion matrix") else { return };
+    let started = std::time::Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 3).await;
+    let ns = pg.namespaces()[0].clone();
+    let base = ["runbook", "cert-renewal", "-n", ns.as_str(), "etcd-main", "--yes", "-o", "jsonl"];
+    let mut resume = base.to_vec();
+    resume.push("--resume");
+    let mut plan_args = base[..5].to_vec();
+    plan_args.extend(["--plan", "-o", "jsonl"]);
+    let steps = plan_steps(&pg, &plan_args).await;
+    let abort = ["runbook", "abort", "-n", ns.as_str(), "etcd-main"];
+    for k in 1..=steps.len() {
+        // A run dies after step k; its task is deleted (kubectl delete etcdoperatortask …).
+        cut_at(&pg, &base, &format!("{k}:after-journal")).await;
+        let names = task_names(&pg, &ns).await;
+        assert_eq!(names.len(), 1, "{names:?}");
+        delete_task(&pg, &ns, &names[0]).await;
+        assert_eq!(task_state(&pg, &ns, &names[0]).await, Some(true), "step {k}: kept by its finalizer");
+        // Neither a new run nor --resume acts on it; both name the command that does.
+        for args in [&base[..], &resume[..]] {
+            let r = run(&pg, args).await;
+            let line = one_sentence(&r.stderr);
+            assert_eq!(r.code, 3, "step {k}: {line}");
+            assert!(line.contains("being deleted") && line.contains("runbook abort"), "step {k}: {line}");
+            assert!(line.contains(&format!("-n {ns} etcd-main`")), "step {k}: {line}");
+        }
+        // The one documented command: cleanup, then the task goes.
+        let r = run(&pg, &abort).await;
+        assert_eq!(r.code, 0, "step {k}: {}", r.stderr);
+        assert!(r.stdout.contains("aborted and deleted"), "{}", r.stdout);
+        assert_eq!(task_state(&pg, &ns, &names[0]).await, None, "step {k}: the task is gone");
+        let e = kube::Api::<Etcd>::namespaced(pg.client(), &ns).get("etcd-main").await.unwrap();
+        assert!(!druidctl::kube::annotate::spec_reconcile_suspended(&e), "step {k}");
+        assert!(!druidctl::kube::annotate::component_protection_disabled(&e), "step {k}");
+        // Nothing left to abort: said, not silently done.
+        let again = run(&pg, &abort).await;
+        assert_eq!(again.code, 3, "{}", again.stderr);
+        assert!(one_sentence(&again.stderr).contains("nothing to abort"));
+    }
+    pg.down().await;
+    eprintln!("deletion matrix took {:?}", started.elapsed());
+}

@@ -30,9 +30,18 @@ async fn a_healthy_cluster_refuses_recovery_member_restore_of_a_healthy_member_a
     assert_eq!(r.code, REJECTED, "{}", r.stderr);
     assert!(one_sentence(&r.stderr).contains("not a member"), "{}", r.stderr);
 
-    // --plan changes nothing either, and shows the destructive step with its kubectl equivalent.
+    // --plan works on any cluster state: the plan, and one line saying why a run would be refused now.
     let r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-1", "--plan"]).await;
-    assert_eq!(r.code, REJECTED, "preconditions are checked for a plan too: {}", r.stderr);
+    assert_eq!(r.code, 0, "operators read plans before the incident: {}", r.stderr);
+    assert!(r.stdout.contains(&format!("$ kubectl -n {ns} delete pvc")), "{}", r.stdout);
+    let verdict: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("a run would be refused now: ")).collect();
+    assert_eq!(verdict.len(), 1, "{}", r.stdout);
+    assert!(verdict[0].contains("etcd-main-1 is healthy"), "{}", verdict[0]);
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--plan", "-o", "jsonl"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let verdict = events(&r.stdout).into_iter().find(|e| e["event"] == "verdict").expect("a verdict event");
+    assert_eq!(verdict["refused"], true);
+    assert!(verdict["reason"].as_str().unwrap().contains("still has quorum"), "{verdict}");
 
     // A user the API server knows but RBAC grants nothing.
     if let Some(server) = pg.embedded("needs a user without permissions, which only the embedded server makes up") {
@@ -66,7 +75,8 @@ async fn without_a_terminal_and_without_yes_the_recovery_refuses_before_changing
     // --plan prints the plan with kubectl equivalents and changes nothing.
     let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--plan"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("$ kubectl scale sts etcd-main --replicas=0"), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("$ kubectl -n {ns} scale sts etcd-main --replicas=0")), "{}", r.stdout);
+    assert!(r.stdout.contains("a run would start now"), "{}", r.stdout);
     assert!(r.stdout.contains("Newest full snapshot:"), "{}", r.stdout);
 
     // --resume with nothing to resume.

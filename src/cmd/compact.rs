@@ -10,10 +10,10 @@ use super::task::{RunArgs, run_task, shortcut_waits};
 #[derive(Debug, Args)]
 pub struct CompactArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD")]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref)]
     pub etcd: String,
     /// Do not wait for the task even on a terminal.
-    #[arg(long, conflicts_with = "wait")]
+    #[arg(long, conflicts_with_all = ["wait", "local"])]
     pub no_wait: bool,
     /// How to run it.
     #[command(flatten)]

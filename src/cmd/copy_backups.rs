@@ -12,7 +12,7 @@ use super::task::{RunArgs, run_task, shortcut_waits};
 #[derive(Debug, Args)]
 pub struct CopyBackupsArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD")]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref)]
     pub etcd: String,
     /// Source store: PROVIDER:CONTAINER/PREFIX (e.g. S3:bucket/shoot--a/etcd-main).
     #[arg(long, value_name = "STORE")]
@@ -21,19 +21,19 @@ pub struct CopyBackupsArgs {
     #[arg(long, value_name = "STORE")]
     pub target: String,
     /// Secret with the source store's credentials.
-    #[arg(long, value_name = "SECRET")]
+    #[arg(long, value_name = "SECRET", value_parser = super::parse_object_name)]
     pub source_secret: Option<String>,
     /// Secret with the target store's credentials.
-    #[arg(long, value_name = "SECRET")]
+    #[arg(long, value_name = "SECRET", value_parser = super::parse_object_name)]
     pub target_secret: Option<String>,
     /// Only copy backups younger than this many days.
-    #[arg(long, value_name = "DAYS")]
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(1..=3650))]
     pub max_backup_age: Option<u32>,
     /// Copy at most this many backups, newest first.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_backups: Option<u32>,
     /// Do not wait for the task even on a terminal.
-    #[arg(long, conflicts_with = "wait")]
+    #[arg(long, conflicts_with_all = ["wait", "local"])]
     pub no_wait: bool,
     /// How to run it.
     #[command(flatten)]
@@ -59,9 +59,19 @@ pub fn parse_store(flag: &str, text: &str, secret: Option<&str>) -> Result<Value
 
 /// Runs `copy-backups`.
 pub async fn exec(ctx: &mut Context, args: CopyBackupsArgs) -> anyhow::Result<()> {
+    let source = parse_store("source", &args.source, args.source_secret.as_deref())?;
+    let target = parse_store("target", &args.target, args.target_secret.as_deref())?;
+    let place = |v: &Value| (v["provider"].clone(), v["container"].clone(), v["prefix"].clone());
+    if place(&source) == place(&target) {
+        return Err(UsageError(format!(
+            "--source and --target name the same store {:?}; copying backups onto themselves does nothing",
+            args.source
+        ))
+        .into());
+    }
     let mut config = json!({
-        "sourceStore": parse_store("source", &args.source, args.source_secret.as_deref())?,
-        "targetStore": parse_store("target", &args.target, args.target_secret.as_deref())?,
+        "sourceStore": source,
+        "targetStore": target,
     });
     if let Some(a) = args.max_backup_age {
         config["maxBackupAge"] = json!(a);

@@ -20,11 +20,11 @@ use super::runbook::{CliOperator, human_ms};
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Keys written before the snapshot.
-    #[arg(long, default_value_t = 20)]
-    pub keys_before: usize,
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub keys_before: u32,
     /// Keys written after the snapshot (lost by the recovery).
-    #[arg(long, default_value_t = 5)]
-    pub keys_after: usize,
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub keys_after: u32,
     /// Keep the state directory (logs, volumes, backups) instead of deleting it.
     #[arg(long)]
     pub keep: bool,
@@ -63,7 +63,7 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
             r = demo => r,
             _ = tokio::signal::ctrl_c() => {
                 stop.cancel();
-                Err(super::Interrupted.into())
+                Err(super::Interrupted(None).into())
             }
         }
     });
@@ -173,10 +173,10 @@ async fn run_on(
         let after = c.get_prefix("/demo/after/").await?.len();
         if m == 0 {
             survived = before;
-            lost = args.keys_after - after;
+            lost = (args.keys_after as usize).saturating_sub(after);
         }
         anyhow::ensure!(
-            before == args.keys_before,
+            before == args.keys_before as usize,
             "member {m} has {before} of the {} keys written before the snapshot",
             args.keys_before
         );

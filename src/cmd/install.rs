@@ -7,7 +7,7 @@ use clap::Args;
 use druidctl::api::manifests::{self, DEFAULT_SERVE_NAMESPACE, InstallOptions};
 use druidctl::output::{OutputFormat, list_document};
 
-use super::{Context, parse_duration};
+use super::Context;
 
 /// Arguments of `install`.
 #[derive(Debug, Args)]
@@ -19,13 +19,13 @@ pub struct InstallArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Also deploy `druidctl serve` with this image.
-    #[arg(long, value_name = "IMAGE")]
+    #[arg(long, value_name = "IMAGE", value_parser = super::parse_non_empty)]
     pub serve_image: Option<String>,
     /// Namespace of the `serve` Deployment.
     #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_SERVE_NAMESPACE, requires = "serve_image")]
     pub serve_namespace: String,
     /// How long to wait for the CRD to become Established.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::duration_in(1000, 3600))]
     pub timeout: Duration,
 }
 

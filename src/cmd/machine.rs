@@ -10,7 +10,7 @@ use druidctl::machines::{DeleteOptions, MachineError, MachineTarget, delete as o
 use druidctl::output::OutputFormat;
 use druidctl::output::progress::confirm_by_typing;
 
-use super::{Context, parse_duration};
+use super::Context;
 
 /// Arguments of `machine`.
 #[derive(Debug, Args)]
@@ -31,10 +31,10 @@ pub enum MachineCommand {
 #[derive(Debug, Args)]
 pub struct MachineTargetArgs {
     /// The Machine (in the namespace of -n).
-    #[arg(value_name = "MACHINE", required_unless_present = "node", conflicts_with = "node")]
+    #[arg(value_name = "MACHINE", required_unless_present = "node", conflicts_with = "node", value_parser = super::parse_object_name)]
     pub machine: Option<String>,
     /// The Node whose Machine to replace (annotates the Node when its Machine is not readable).
-    #[arg(long, value_name = "NODE")]
+    #[arg(long, value_name = "NODE", value_parser = super::parse_object_name)]
     pub node: Option<String>,
 }
 
@@ -62,7 +62,7 @@ pub struct MachineDeleteArgs {
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration, requires = "wait")]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = super::duration_in(1000, super::DAY), requires = "wait")]
     pub timeout: Duration,
 }
 

@@ -11,7 +11,7 @@ use super::task::{RunArgs, run_task, shortcut_waits};
 #[derive(Debug, Args)]
 pub struct MaintenanceArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD")]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref)]
     pub etcd: String,
     /// Compact the etcd keyspace up to the current revision.
     #[arg(long)]
@@ -20,7 +20,7 @@ pub struct MaintenanceArgs {
     #[arg(long)]
     pub defragmentation: bool,
     /// Do not wait for the task even on a terminal.
-    #[arg(long, conflicts_with = "wait")]
+    #[arg(long, conflicts_with_all = ["wait", "local"])]
     pub no_wait: bool,
     /// How to run it.
     #[command(flatten)]

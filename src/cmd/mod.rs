@@ -59,7 +59,7 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
     /// Namespace (default: the context's namespace, else "default").
-    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
     /// Act on every namespace.
     #[arg(short = 'A', long, global = true)]
@@ -88,6 +88,26 @@ pub struct RequestTimeout(pub Option<Duration>);
 fn parse_timeout(s: &str) -> Result<RequestTimeout, String> {
     druidctl::kube::config::parse_request_timeout(s).map(RequestTimeout)
 }
+
+/// A duration flag parser accepting `min_ms..=max_secs` (a usage error otherwise, at parse time).
+pub fn duration_in(
+    min_ms: u64,
+    max_secs: u64,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        druidctl::kube::config::parse_duration_in(s, Duration::from_millis(min_ms), Duration::from_secs(max_secs))
+    }
+}
+
+/// A non-empty string flag (after trimming), e.g. an image reference.
+pub fn parse_non_empty(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() { Err("must not be empty".into()) } else { Ok(s.to_string()) }
+}
+
+/// One day, one week, one year in seconds (ranges of duration flags).
+pub const DAY: u64 = 86_400;
+/// One week in seconds.
+pub const WEEK: u64 = 7 * DAY;
 
 /// Parses a duration flag such as `--timeout 5m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -158,10 +178,35 @@ pub fn command() -> clap::Command {
     if druidctl::output::command_name() == "kubectl druid" { cmd.bin_name("kubectl druid") } else { cmd }
 }
 
-/// Interrupted by Ctrl-C.
+/// Interrupted by Ctrl-C, with what to do next (printed once on stderr, without `error:`).
 #[derive(Debug, thiserror::Error)]
-#[error("interrupted")]
-pub struct Interrupted;
+#[error("{}", .0.as_deref().unwrap_or("interrupted"))]
+pub struct Interrupted(pub Option<String>);
+
+/// Parses an Etcd reference (`NAME` or `NAMESPACE/NAME`) as Kubernetes names, before any request.
+pub fn parse_etcd_ref(s: &str) -> Result<String, String> {
+    use druidctl::kube::target::{validate_dns_label, validate_dns_subdomain};
+    match s.split_once('/') {
+        Some((ns, name)) => {
+            validate_dns_label(ns).map_err(|e| format!("invalid namespace {ns:?}: {e}"))?;
+            validate_dns_subdomain(name).map_err(|e| format!("invalid name {name:?}: {e}"))?;
+        }
+        None => validate_dns_subdomain(s).map_err(|e| format!("invalid name: {e}"))?,
+    }
+    Ok(s.to_string())
+}
+
+/// Parses a Kubernetes object name (DNS-1123 subdomain), before any request.
+pub fn parse_object_name(s: &str) -> Result<String, String> {
+    druidctl::kube::target::validate_dns_subdomain(s).map_err(|e| format!("invalid name: {e}"))?;
+    Ok(s.to_string())
+}
+
+/// Parses a namespace (DNS-1123 label), before any request.
+pub fn parse_namespace(s: &str) -> Result<String, String> {
+    druidctl::kube::target::validate_dns_label(s).map_err(|e| format!("invalid namespace: {e}"))?;
+    Ok(s.to_string())
+}
 
 /// What a command needs besides its own arguments.
 pub struct Context {
@@ -268,7 +313,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 };
                 tokio::select! {
                     r = work => r,
-                    _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
+                    _ = tokio::signal::ctrl_c() => Err(Interrupted(None).into()),
                 }
             })
         }

@@ -62,13 +62,13 @@ pub struct UpArgs {
     #[arg(long)]
     pub detach: bool,
     /// Members per Etcd.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=7))]
     pub members: i32,
     /// Number of Etcds (one namespace each).
-    #[arg(long, default_value_t = 1)]
-    pub etcds: usize,
-    /// How long to wait for the Etcds to become ready.
-    #[arg(long, default_value = "90s", value_parser = super::parse_duration)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=20))]
+    pub etcds: u16,
+    /// How long to wait for the Etcds to become ready (1s to 1h).
+    #[arg(long, default_value = "90s", value_parser = super::duration_in(1000, 3600))]
     pub timeout: Duration,
     /// Namespaces are PREFIX0, PREFIX1, …; against an external API server they must not exist yet.
     #[arg(long, default_value = "shoot--playground--", value_name = "PREFIX")]
@@ -87,13 +87,13 @@ pub struct BreakArgs {
     #[arg(value_name = "KIND")]
     pub kind: String,
     /// Member ordinals to hit (default: the highest one, or a majority for quorum-lost).
-    #[arg(long = "member", value_name = "N")]
+    #[arg(long = "member", value_name = "N", value_parser = clap::value_parser!(u32).range(0..=6))]
     pub members: Vec<u32>,
     /// Namespace of the Etcd (default: the first).
-    #[arg(long = "in", value_name = "NAMESPACE")]
+    #[arg(long = "in", value_name = "NAMESPACE", value_parser = super::parse_namespace)]
     pub in_namespace: Option<String>,
-    /// How long member-down keeps members down.
-    #[arg(long, value_parser = super::parse_duration)]
+    /// How long member-down keeps members down (1s to 1h).
+    #[arg(long, value_parser = super::duration_in(1000, 3600))]
     pub down_for: Option<Duration>,
 }
 
@@ -218,7 +218,7 @@ async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(dir.join("ready"));
     let mut opts = PlaygroundOptions::new(dir);
     opts.members = a.members;
-    opts.etcds = a.etcds;
+    opts.etcds = usize::from(a.etcds);
     opts.namespace_prefix = a.namespace_prefix.clone();
     opts.external = external(ctx);
     if a.simulated_members {

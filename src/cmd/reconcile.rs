@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use druidctl::kube::annotate;
 
-use super::{Context, EtcdTargets, parse_duration, print_outcomes, write_targets};
+use super::{Context, EtcdTargets, print_outcomes, write_targets};
 
 /// Arguments of `reconcile`.
 #[derive(Debug, Args)]
@@ -18,7 +18,7 @@ pub struct ReconcileArgs {
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration, requires = "wait")]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::duration_in(1000, super::DAY), requires = "wait")]
     pub timeout: Duration,
 }
 

@@ -8,16 +8,16 @@ use druidctl::certs::renew::{self as ops, CertTargets};
 use druidctl::certs::{CertError, RenewOptions, RenewOutcome};
 use druidctl::kube::ClusterError;
 
-use super::{ActionResult, Context, none_found, parse_duration, print_results};
+use super::{ActionResult, Context, none_found, print_results};
 
 /// Arguments of `renew`.
 #[derive(Debug, Args)]
 pub struct RenewArgs {
     /// Certificates: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "CERTIFICATE")]
+    #[arg(value_name = "CERTIFICATE", value_parser = super::parse_etcd_ref)]
     pub certificates: Vec<String>,
     /// Every Certificate behind the TLS secrets this Etcd references (client, peer, backup).
-    #[arg(long, value_name = "ETCD", conflicts_with_all = ["certificates", "all"])]
+    #[arg(long, value_name = "ETCD", conflicts_with_all = ["certificates", "all"], value_parser = super::parse_etcd_ref)]
     pub etcd: Option<String>,
     /// Every Certificate in the namespace (with -A: in every namespace).
     #[arg(long, conflicts_with = "certificates")]
@@ -26,7 +26,7 @@ pub struct RenewArgs {
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration, requires = "wait")]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::duration_in(1000, super::DAY), requires = "wait")]
     pub timeout: Duration,
 }
 

@@ -42,6 +42,17 @@ pub enum RunbookCommand {
     CertRenewal(CertRenewalArgs),
     /// Replace the machine behind a node hosting Etcd members (MCM), refusing when any Etcd would lose quorum.
     MachineReplacement(MachineReplacementArgs),
+    /// Abort the unfinished runbook run of an Etcd whose executor is gone: etcd-druid reconciles again,
+    /// component protection is back on, and the task is deleted.
+    Abort(AbortArgs),
+}
+
+/// Arguments of `runbook abort`.
+#[derive(Debug, Args)]
+pub struct AbortArgs {
+    /// The Etcd: NAME or NAMESPACE/NAME.
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
+    pub etcd: String,
 }
 
 /// Flags every runbook takes.
@@ -57,7 +68,7 @@ pub struct RunFlags {
     #[arg(long, conflicts_with = "plan")]
     pub resume: bool,
     /// Start at this step (experts); a completed destructive step is still never repeated.
-    #[arg(long, value_name = "STEP")]
+    #[arg(long, value_name = "STEP", conflicts_with = "plan")]
     pub from_step: Option<String>,
     /// Proceed although the newest full snapshot is old or absent (what is not in it is lost).
     #[arg(long)]
@@ -68,7 +79,7 @@ pub struct RunFlags {
 #[derive(Debug, Args)]
 pub struct QuorumLossArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD", add = ArgValueCompleter::new(super::completion::etcd_names))]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// Runbook flags.
     #[command(flatten)]
@@ -79,10 +90,10 @@ pub struct QuorumLossArgs {
 #[derive(Debug, Args)]
 pub struct MemberRestoreArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD", add = ArgValueCompleter::new(super::completion::etcd_names))]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// The failed member (pod name), e.g. etcd-main-2.
-    #[arg(value_name = "MEMBER")]
+    #[arg(value_name = "MEMBER", value_parser = super::parse_object_name)]
     pub member: String,
     /// Runbook flags.
     #[command(flatten)]
@@ -93,7 +104,7 @@ pub struct MemberRestoreArgs {
 #[derive(Debug, Args)]
 pub struct CertRenewalArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD", add = ArgValueCompleter::new(super::completion::etcd_names))]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// Runbook flags.
     #[command(flatten)]
@@ -112,7 +123,7 @@ pub struct MachineReplacementArgs {
     pub force: bool,
     /// The Etcd (NAME or NAMESPACE/NAME) whose members the runbook waits for; needed only when members of
     /// several Etcds run on the node.
-    #[arg(long, value_name = "ETCD", add = ArgValueCompleter::new(super::completion::etcd_names))]
+    #[arg(long, value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: Option<String>,
     /// Runbook flags.
     #[command(flatten)]
@@ -275,6 +286,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
             let target = a.target.target();
             (MACHINE_REPLACEMENT, Target::Machine { target, force: a.force, etcd: a.etcd }, a.flags)
         }
+        RunbookCommand::Abort(a) => return abort(ctx, a),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
@@ -306,12 +318,16 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
             o.lease_duration = super::parse_duration(&v).map_err(druidctl::kube::UsageError)?;
         }
         o.resume_command = resume_command(ctx, &rb, &args, flags.yes);
+        o.abort_command = abort_command(ctx, &ns, &name);
         let stop = CancellationToken::new();
         let stopper = {
             let stop = stop.clone();
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("\nstopping at the next safe point (Ctrl-C again to quit at once)…");
+                    // Feedback for a person at a terminal; scripts get only the one line with the resume command.
+                    if std::io::stderr().is_terminal() {
+                        eprintln!("\nstopping at the next safe point (Ctrl-C again to quit at once)…");
+                    }
                     stop.cancel();
                     if tokio::signal::ctrl_c().await.is_ok() {
                         std::process::exit(130);
@@ -329,8 +345,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
             }
             Ok(Outcome::Planned) | Ok(Outcome::Completed(_)) => Ok(()),
             Ok(Outcome::Interrupted { resume_command, .. }) => {
-                eprintln!("stopped; continue with: {resume_command}");
-                Err(Interrupted.into())
+                Err(Interrupted(Some(format!("stopped at a safe point; continue with: {resume_command}"))).into())
             }
             Err(e) => Err(to_cli_error(e)),
         }
@@ -352,11 +367,39 @@ pub fn to_cli_error(e: RunbookError) -> anyhow::Error {
     match e {
         RunbookError::Cluster(c) => c.into(),
         RunbookError::Rejected(m) => AnnotateError::Rejected(m).into(),
-        RunbookError::Busy { .. } => AnnotateError::Rejected(e.to_string()).into(),
+        RunbookError::Busy { .. } | RunbookError::NotConfirmed { .. } => AnnotateError::Rejected(e.to_string()).into(),
         RunbookError::Forbidden { .. } => ClusterError::Forbidden(e.to_string()).into(),
         RunbookError::Prompt(p) => p.into(),
         other => anyhow::Error::new(other),
     }
+}
+
+/// `runbook abort`: the compensating cleanup of an unfinished run whose executor is gone.
+fn abort(ctx: &mut Context, a: AbortArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let cluster = ctx.connect().await?;
+        let (ns, name) = etcd_key(ctx, &a.etcd, &cluster.namespace)?;
+        let identity = RunOptions::new(&ns, &name).identity;
+        let done =
+            druidctl::runbook::engine::abort(&cluster.client, &ns, &name, &identity).await.map_err(to_cli_error)?;
+        let text: String = done.iter().map(|l| format!("{l}\n")).collect();
+        ctx.printer.text(&text)?;
+        Ok(())
+    })
+}
+
+/// The command that aborts a run on this Etcd with its cleanup.
+fn abort_command(ctx: &Context, ns: &str, etcd: &str) -> String {
+    let mut s = format!("{} runbook abort", druidctl::output::command_name());
+    if let Some(k) = &ctx.global.kubeconfig {
+        s.push_str(&format!(" --kubeconfig {}", k.display()));
+    }
+    if let Some(c) = &ctx.global.context {
+        s.push_str(&format!(" --context {c}"));
+    }
+    s.push_str(&format!(" -n {ns} {etcd}"));
+    s
 }
 
 fn resume_command(ctx: &Context, rb: &Runbook, args: &str, yes: bool) -> String {
@@ -593,10 +636,12 @@ impl Operator for CliOperator {
                 self.finish();
                 self.line(&format!("✗ {name}: {error}"));
             }
-            Event::Interrupted { next_step, resume_command } => {
+            Event::Interrupted { next_step, .. } => {
+                // The command to continue is said once, on stderr, by the caller.
                 self.finish();
-                self.line(&format!("stopped before {next_step}; continue with: {resume_command}"));
+                self.line(&format!("stopped before {next_step}"));
             }
+            Event::Verdict { reason, .. } => self.line(reason),
             Event::Finished { summary } => {
                 self.finish();
                 for l in Self::summary_lines(summary) {

@@ -14,7 +14,7 @@ use druidctl::reconciler::{Reconciler, ReconcilerOptions};
 use druidctl::tasks::Registry;
 use tokio_util::sync::CancellationToken;
 
-use super::{Context, parse_duration};
+use super::Context;
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
@@ -30,8 +30,8 @@ pub enum LogFormat {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Concurrent reconciles (tasks of different Etcds run in parallel; one Etcd's tasks run in order).
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub workers: usize,
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
     /// Where /metrics, /healthz and /readyz listen.
     #[arg(long, default_value = "127.0.0.1:9090", value_name = "ADDR")]
     pub metrics_addr: SocketAddr,
@@ -39,16 +39,16 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub leader_elect: bool,
     /// Namespace of the leader Lease (default: the watched namespace, or "default" with -A).
-    #[arg(long, value_name = "NAMESPACE")]
+    #[arg(long, value_name = "NAMESPACE", value_parser = super::parse_namespace)]
     pub leader_election_namespace: Option<String>,
     /// Duration of the leader and executor Leases.
-    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = super::duration_in(2000, 3600))]
     pub lease_duration: Duration,
     /// Identity in Leases and events (default: host name and process id).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = super::parse_non_empty)]
     pub identity: Option<String>,
     /// TTL of finished tasks that set none, in seconds.
-    #[arg(long, default_value_t = druidctl::api::task::DEFAULT_TTL_SECONDS, value_name = "SECONDS")]
+    #[arg(long, default_value_t = druidctl::api::task::DEFAULT_TTL_SECONDS, value_name = "SECONDS", value_parser = clap::value_parser!(i32).range(0..=31_536_000))]
     pub default_ttl: i32,
     /// Log format.
     #[arg(long, value_enum, default_value_t)]
@@ -64,7 +64,12 @@ fn init_logging(format: LogFormat, verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("druidctl={level},kube=warn")));
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    use std::io::IsTerminal;
+    // Colour only for a person at a terminal; log collectors get plain text (or JSON with --log-format json).
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_env_filter(filter);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -82,6 +87,7 @@ fn default_identity() -> String {
 
 /// Runs `serve` on its own runtime, so that SIGTERM and Ctrl-C shut it down gracefully.
 pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
+    druidctl::kube::config::set_product("druidctl-serve");
     init_logging(args.log_format, ctx.global.verbose);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(serve(ctx, args))
@@ -107,7 +113,11 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     let bound =
         controller::serve_endpoints(args.metrics_addr, base.metrics.clone(), health.clone(), stop.clone()).await?;
     tracing::info!(%identity, namespace = scope.as_deref().unwrap_or("(all)"), workers = args.workers, metrics = %bound, "serving");
-    let copts = ControllerOptions { namespace: scope.clone(), workers: args.workers, resync: Duration::from_secs(30) };
+    let copts = ControllerOptions {
+        namespace: scope.clone(),
+        workers: usize::from(args.workers),
+        resync: Duration::from_secs(30),
+    };
     let run = {
         let (stop, health) = (stop.clone(), health.clone());
         async move {

@@ -60,10 +60,10 @@ pub struct SnapshotArgs {
     #[arg(value_enum)]
     pub kind: Kind,
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD")]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref)]
     pub etcd: String,
     /// Do not wait for the task even on a terminal.
-    #[arg(long, conflicts_with = "wait")]
+    #[arg(long, conflicts_with_all = ["wait", "local"])]
     pub no_wait: bool,
     /// Who takes it: `druid` (an EtcdOpsTask etcd-druid executes), `druidctl` (an EtcdOperatorTask for
     /// `druidctl serve` or --local), or `auto` (druid when the cluster serves EtcdOpsTask, else druidctl).

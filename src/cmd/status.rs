@@ -8,7 +8,7 @@ use druidctl::health::{self, HealthReport};
 use druidctl::kube::target::WhenUnnamed;
 use druidctl::output::{OutputFormat, status as render};
 
-use super::{Context, EtcdTargets, parse_duration};
+use super::{Context, EtcdTargets};
 
 /// Arguments of `status`.
 #[derive(Debug, Args)]
@@ -20,7 +20,7 @@ pub struct StatusArgs {
     #[arg(short = 'w', long)]
     pub watch: bool,
     /// How often --watch re-reads.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::duration_in(100, 3600))]
     pub interval: Duration,
 }
 

@@ -17,7 +17,7 @@ use druidctl::tasks::Registry;
 use druidctl::tasks::ops::{self, TaskOpsError, TaskRequest, Transition};
 use kube::api::{Api, DeleteParams, ListParams};
 
-use super::{Context, parse_duration};
+use super::Context;
 
 /// Arguments of `task`.
 #[derive(Debug, Args)]
@@ -48,13 +48,13 @@ pub enum TaskAction {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Delete the task this many seconds after it finished (default: 3600).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(i32).range(0..=31_536_000))]
     pub ttl: Option<i32>,
     /// Follow the task until it finished; the exit code says how (0 succeeded, 1 failed, 3 rejected, 7 timeout).
     #[arg(long)]
     pub wait: bool,
-    /// How long --wait waits.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    /// How long --wait waits (1s to 7 days).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = super::duration_in(1000, super::WEEK))]
     pub timeout: Duration,
     /// Create the task even if its preconditions do not hold now (the executor checks them again).
     #[arg(long)]
@@ -71,7 +71,7 @@ pub struct CreateArgs {
     #[arg(value_name = "TYPE")]
     pub type_: String,
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(long, value_name = "ETCD")]
+    #[arg(long, value_name = "ETCD", value_parser = super::parse_etcd_ref)]
     pub etcd: String,
     /// The task config (YAML) from FILE, or `-` for stdin.
     #[arg(long, value_name = "FILE|-")]
@@ -85,7 +85,7 @@ pub struct CreateArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only tasks of this Etcd.
-    #[arg(long, value_name = "ETCD")]
+    #[arg(long, value_name = "ETCD", value_parser = super::parse_etcd_ref)]
     pub etcd: Option<String>,
 }
 
@@ -93,7 +93,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// Task names.
-    #[arg(value_name = "TASK", required = true)]
+    #[arg(value_name = "TASK", required = true, value_parser = super::parse_object_name)]
     pub names: Vec<String>,
 }
 
@@ -101,18 +101,18 @@ pub struct GetArgs {
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
     /// Task name.
-    #[arg(value_name = "TASK")]
+    #[arg(value_name = "TASK", value_parser = super::parse_object_name)]
     pub name: String,
 }
 
 /// Arguments of `task watch`.
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// Task name (default: every task in the namespace, until Ctrl-C).
-    #[arg(value_name = "TASK")]
+    /// Task name (default: every task in the namespace, with -A in every namespace, until Ctrl-C).
+    #[arg(value_name = "TASK", value_parser = super::parse_object_name)]
     pub name: Option<String>,
-    /// How long to watch a named task.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    /// How long to watch a named task (1s to 7 days).
+    #[arg(long, value_name = "DURATION", value_parser = super::duration_in(1000, super::WEEK))]
     pub timeout: Option<Duration>,
 }
 
@@ -120,7 +120,7 @@ pub struct WatchArgs {
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
     /// Task names.
-    #[arg(value_name = "TASK", required = true)]
+    #[arg(value_name = "TASK", required = true, value_parser = super::parse_object_name)]
     pub names: Vec<String>,
 }
 
@@ -194,6 +194,41 @@ pub(super) fn classified(e: TaskOpsError) -> anyhow::Error {
     }
 }
 
+/// `--local` runs one Etcd's tasks in order: an older unfinished task that nothing executes would block this
+/// one without end. Refused (nothing created), naming the task and the two ways to clear it.
+async fn blocked_local(ctx: &Context, cluster: &Cluster, req: &TaskRequest) -> anyhow::Result<()> {
+    let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &req.namespace);
+    let tasks = api.list(&ListParams::default()).await.map_err(|e| task_err(e, "", &req.namespace))?;
+    let serve = ops::running_executor(&cluster.client, &req.namespace).await?;
+    let cmd = druidctl::output::command_name();
+    for t in tasks.items.iter().filter(|t| t.targets(&req.namespace, &req.etcd) && !t.state().is_terminal()) {
+        let name = t.metadata.name.clone().unwrap_or_default();
+        let since = t.metadata.creation_timestamp.as_ref().map(|c| c.0.to_string()).unwrap_or_default();
+        let lease = druidctl::runbook::guard::live_holder(&cluster.client, &req.namespace, &name, "").await?;
+        let runs = match (&lease, &serve) {
+            (Some(h), _) => Some(h.identity.clone()),
+            (None, Some(s)) if t.state() == druidctl::api::TaskState::Pending => Some(s.clone()),
+            _ => None,
+        };
+        if let Some(by) = runs {
+            eprintln!("note: this task runs after task {name} ({}), which {by} executes", t.spec.type_);
+            continue;
+        }
+        let _ = ctx;
+        return Err(AnnotateError::Rejected(format!(
+            "task {name} ({}, {} since {since}) is ahead of this one for etcd {}/{} and no executor runs it, so a --local task would wait behind it forever; clear it with `{cmd} task delete -n {} {name}`, or let `{cmd} serve -n {}` execute it; nothing was created",
+            t.spec.type_,
+            t.state().as_str(),
+            req.namespace,
+            req.etcd,
+            req.namespace,
+            req.namespace
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// Creates a task of `type_` for `etcd` and runs it as `run` says (shared by `task create` and shortcuts).
 pub async fn run_task(
     ctx: &mut Context,
@@ -212,6 +247,9 @@ pub async fn run_task(
         ops::precheck(&cluster.client, &registry, &req).await.map_err(classified)?;
     }
     let wait = run.wait || run.local;
+    if run.local {
+        blocked_local(ctx, &cluster, &req).await?;
+    }
     if !run.local && ops::running_executor(&cluster.client, &ns).await?.is_none() {
         if wait {
             return Err(classified(TaskOpsError::NoExecutor { namespace: ns }));
@@ -588,6 +626,12 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
         Ok(())
     };
     if let Some(name) = &args.name {
+        if ctx.global.all_namespaces {
+            return Err(UsageError("--all-namespaces cannot be combined with a task name; use -n".into()).into());
+        }
+        // A task that does not exist is said at once, not waited for.
+        let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
+        api.get(name).await.map_err(|e| task_err(e, name, &ns))?;
         let mut err = None;
         let r = ops::follow(&cluster.client, &ns, name, args.timeout, |t| {
             if let Err(e) = emit(ctx, t) {
@@ -603,7 +647,11 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
     use futures::StreamExt;
     use kube::runtime::WatchStreamExt;
     use kube::runtime::watcher::{self, Event};
-    let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
+    let all = ctx.global.all_namespaces;
+    let api: Api<EtcdOperatorTask> =
+        if all { Api::all(cluster.client.clone()) } else { Api::namespaced(cluster.client.clone(), &ns) };
+    // Access and the API itself are checked once, so that a missing CRD or RBAC is said, not waited on.
+    api.list(&kube::api::ListParams::default().limit(1)).await.map_err(|e| task_err(e, "", &ns))?;
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .backoff(druidctl::reconciler::controller::WatchBackoff::default())
         .boxed();
@@ -611,6 +659,9 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
     while let Some(ev) = stream.next().await {
         if let Ok(Event::Apply(t) | Event::InitApply(t)) = ev {
             let mut tr = ops::transition_of(&t);
+            if all {
+                tr.task = format!("{}/{}", t.metadata.namespace.as_deref().unwrap_or_default(), tr.task);
+            }
             let changed = last.get(&tr.task).is_none_or(|p| {
                 let mut p = p.clone();
                 p.observed_at = tr.observed_at.clone();
@@ -630,8 +681,34 @@ async fn delete(ctx: &mut Context, args: DeleteArgs) -> anyhow::Result<()> {
     let cluster = ctx.connect().await?;
     let ns = namespace(ctx, &cluster);
     let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
+    let mut serve: Option<Option<String>> = None;
     for n in &args.names {
         api.delete(n, &DeleteParams::background()).await.map_err(|e| task_err(e, n, &ns))?;
+        // Its finalizer needs an executor. Without one (no `serve`, its `--local` process gone), this command
+        // runs the finalizer itself so that the deletion completes.
+        if let Some(t) = api.get_opt(n).await.map_err(|e| task_err(e, n, &ns))? {
+            let fins = t.metadata.finalizers.clone().unwrap_or_default();
+            if fins.iter().any(|f| f == druidctl::runbook::guard::RUNBOOK_FINALIZER) {
+                eprintln!(
+                    "note: task {n} is a runbook task: it goes once its run has cleaned up, or after `{} runbook abort -n {ns} {}`",
+                    druidctl::output::command_name(),
+                    t.spec.owner_etcd_refrence.name
+                );
+            } else if fins.iter().any(|f| f == druidctl::reconciler::FINALIZER) {
+                if serve.is_none() {
+                    serve = Some(ops::running_executor(&cluster.client, &ns).await?);
+                }
+                let executor = druidctl::runbook::guard::live_holder(&cluster.client, &ns, n, "").await?;
+                if matches!(serve, Some(None)) && executor.is_none() {
+                    let r = Reconciler::new(
+                        cluster.client.clone(),
+                        Arc::new(Registry::standard()),
+                        ReconcilerOptions::new(format!("druidctl-delete-{}", std::process::id())),
+                    );
+                    r.reconcile(&t, &[]).await.map_err(|e| anyhow::anyhow!("finalizing task {n}: {e}"))?;
+                }
+            }
+        }
         if matches!(ctx.printer.format(), OutputFormat::Name) {
             ctx.printer.text(&format!("etcdoperatortask.druid.gardener.cloud/{n}\n"))?;
         } else {

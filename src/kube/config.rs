@@ -120,12 +120,66 @@ pub async fn resolve_config(opts: &AccessOptions) -> Result<(Config, Option<Stri
     if let Some(ns) = &opts.namespace {
         config.default_namespace = ns.clone();
     }
-    if let Some(t) = opts.request_timeout {
-        config.connect_timeout = Some(t);
-        config.read_timeout = Some(t);
-        config.write_timeout = Some(t);
+    match opts.request_timeout {
+        Some(t) => {
+            config.connect_timeout = Some(t);
+            config.read_timeout = Some(t);
+            config.write_timeout = Some(t);
+        }
+        None => {
+            // A server that accepts connections and never answers must not hold a command forever: a connect
+            // limit and, per request, a read limit longer than a watch's server-side timeout (kube-rs asks
+            // for 290 s), so watches are not cut.
+            config.connect_timeout = Some(DEFAULT_CONNECT_TIMEOUT);
+            config.read_timeout = Some(DEFAULT_READ_TIMEOUT);
+            config.write_timeout = Some(DEFAULT_READ_TIMEOUT);
+        }
+    }
+    config.headers.retain(|(k, _)| k != http::header::USER_AGENT);
+    if let Ok(v) = http::HeaderValue::from_str(&user_agent()) {
+        config.headers.push((http::header::USER_AGENT, v));
     }
     Ok((config, context))
+}
+
+/// Connect limit when `--request-timeout` is not given.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Per-read limit when `--request-timeout` is not given.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+/// The largest `--request-timeout` and duration flag accepted.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+static PRODUCT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+static IN_FORCE: std::sync::OnceLock<(String, Duration, bool)> = std::sync::OnceLock::new();
+
+/// Names the client in the User-Agent: `druidctl` (default) or `druidctl-serve`. Set once, before connecting.
+pub fn set_product(name: &'static str) {
+    let _ = PRODUCT.set(name);
+}
+
+/// The User-Agent of every request, as kubectl's: `druidctl/VERSION (OS/ARCH)`.
+pub fn user_agent() -> String {
+    format!(
+        "{}/{} ({}/{})",
+        PRODUCT.get().copied().unwrap_or("druidctl"),
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        go_arch(std::env::consts::ARCH)
+    )
+}
+
+fn go_arch(arch: &str) -> &str {
+    match arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    }
+}
+
+/// The server of the last connection, its request timeout and whether it was the default (for messages).
+pub fn in_force() -> Option<&'static (String, Duration, bool)> {
+    IN_FORCE.get()
 }
 
 /// Connects as kubectl would (see the module doc).
@@ -133,6 +187,11 @@ pub async fn connect(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
     let (config, context) = resolve_config(opts).await?;
     let namespace = config.default_namespace.clone();
     let server = config.cluster_url.to_string();
+    let _ = IN_FORCE.set((
+        server.trim_end_matches('/').to_string(),
+        opts.request_timeout.unwrap_or(DEFAULT_READ_TIMEOUT),
+        opts.request_timeout.is_none(),
+    ));
     let client = Client::try_from(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
     Ok(Cluster { client, namespace, context, server })
 }
@@ -152,7 +211,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(bad());
     }
     if let Ok(secs) = t.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
+        let d = Duration::from_secs(secs);
+        if d > MAX_DURATION {
+            return Err(format!("duration {text:?} is too long: at most {} days", MAX_DURATION.as_secs() / 86400));
+        }
+        return Ok(d);
     }
     let mut total = Duration::ZERO;
     let mut rest = t;
@@ -172,9 +235,35 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             _ => return Err(bad()),
         };
         rest = &rest[unit_len..];
-        total += Duration::from_secs_f64(value * factor);
+        let part = Duration::try_from_secs_f64(value * factor).map_err(|_| bad())?;
+        total = total
+            .checked_add(part)
+            .filter(|t| *t <= MAX_DURATION)
+            .ok_or_else(|| format!("duration {text:?} is too long: at most {} days", MAX_DURATION.as_secs() / 86400))?;
     }
     Ok(total)
+}
+
+/// Parses a duration flag that must lie in `min..=max` (checked at parse time: a usage error otherwise).
+pub fn parse_duration_in(text: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < min || d > max {
+        return Err(format!("{text:?} is out of range: use {} to {}", human(min), human(max)));
+    }
+    Ok(d)
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if s % 3600 == 0 {
+        format!("{}h", s / 3600)
+    } else if s % 60 == 0 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
 }
 
 #[cfg(test)]
@@ -190,5 +279,22 @@ mod tests {
         assert!(parse_request_timeout("soon").is_err());
         assert!(parse_request_timeout("5x").is_err());
         assert!(parse_request_timeout("-1s").is_err());
+        assert!(parse_request_timeout("99999999999999999999999h").is_err(), "no panic, an error");
+        assert!(parse_request_timeout("1e308h").is_err());
+        assert!(parse_request_timeout("99999999999999999999").is_err());
+        assert!(parse_request_timeout("367d").is_err());
+        assert!(parse_duration_in("0s", Duration::from_secs(1), Duration::from_secs(60)).is_err());
+        assert!(parse_duration_in("2m", Duration::from_secs(1), Duration::from_secs(60)).is_err());
+        assert_eq!(
+            parse_duration_in("30s", Duration::from_secs(1), Duration::from_secs(60)),
+            Ok(Duration::from_secs(30))
+        );
+    }
+
+    #[test]
+    fn the_user_agent_names_product_version_and_platform() {
+        let ua = user_agent();
+        assert!(ua.starts_with(&format!("druidctl/{} (", env!("CARGO_PKG_VERSION"))), "{ua}");
+        assert!(ua.ends_with(')') && ua.contains('/'), "{ua}");
     }
 }

@@ -38,15 +38,15 @@ pub enum ClusterError {
     #[error("forbidden: {0}")]
     Forbidden(String),
     /// A wait or request ran out of time.
-    #[error("timed out after {}s {what}", .after.as_secs())]
+    #[error("timed out{} {what}", after_text(.after))]
     Timeout {
         /// How long it waited.
         after: Duration,
         /// What it waited for.
         what: String,
     },
-    /// The API server could not be reached.
-    #[error("cannot reach the API server: {0}")]
+    /// The API server could not be reached (one sentence: the server and why).
+    #[error("{0}")]
     Unreachable(String),
     /// The API server refused the request as invalid.
     #[error("invalid request: {0}")]
@@ -89,6 +89,16 @@ pub fn api_missing_hint(kind: &str) -> String {
 }
 
 /// An error and its causes in one line (`client error (Connect): tcp connect error: Connection refused`).
+fn after_text(d: &Duration) -> String {
+    if d.is_zero() {
+        String::new()
+    } else if d.subsec_millis() != 0 && d.as_secs() < 10 {
+        format!(" after {}ms", d.as_millis())
+    } else {
+        format!(" after {}s", d.as_secs())
+    }
+}
+
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = vec![e.to_string()];
     let mut cur = e.source();
@@ -100,6 +110,57 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = c.source();
     }
     parts.join(": ")
+}
+
+/// A transport failure as one sentence for a person: the server and why, without client-library text.
+pub fn transport(text: &str) -> ClusterError {
+    let lower = text.to_lowercase();
+    let (server, timeout, default) = match super::config::in_force() {
+        Some((s, t, d)) => (s.clone(), *t, *d),
+        None => ("the API server".to_string(), Duration::ZERO, false),
+    };
+    if lower.contains("timed out") || lower.contains("elapsed") || lower.contains("timeout") {
+        let which = if default {
+            "the default request timeout; set another with --request-timeout"
+        } else {
+            "--request-timeout"
+        };
+        return ClusterError::Timeout { after: timeout, what: format!("waiting for {server} to answer ({which})") };
+    }
+    let why = if lower.contains("connection refused") {
+        "connection refused".to_string()
+    } else if lower.contains("unknownissuer")
+        || lower.contains("unknown issuer")
+        || lower.contains("self-signed")
+        || lower.contains("self signed")
+        || lower.contains("badsignature")
+        || lower.contains("unable to get local issuer")
+    {
+        return ClusterError::Unreachable(format!(
+            "cannot reach {server}: the server's certificate is not signed by the kubeconfig's CA"
+        ));
+    } else if lower.contains("notvalidforname") || lower.contains("not valid for name") {
+        "the server's certificate is not valid for its host name".to_string()
+    } else if lower.contains("expired") && lower.contains("certificate") {
+        "the server's certificate has expired".to_string()
+    } else if lower.contains("dns error")
+        || lower.contains("failed to lookup")
+        || lower.contains("name or service not known")
+    {
+        "its host name does not resolve".to_string()
+    } else if lower.contains("connection reset") || lower.contains("broken pipe") || lower.contains("connection closed")
+    {
+        "the connection was closed by the server".to_string()
+    } else if lower.contains("network is unreachable") || lower.contains("no route to host") {
+        "the network is unreachable".to_string()
+    } else if lower.contains("invalid http version") || lower.contains("invalid http") || lower.contains("http2 error")
+    {
+        "it does not speak HTTP as an API server should".to_string()
+    } else {
+        // Keep only the innermost cause: the outer ones are the client library's wrappers.
+        text.rsplit(": ").next().unwrap_or(text).trim().to_string()
+    };
+    ClusterError::Unreachable(format!("cannot reach {server}: {why}"))
 }
 
 impl ClusterError {
@@ -134,15 +195,8 @@ impl ClusterError {
                     _ => ClusterError::Api(format!("{} ({})", message, status.code)),
                 }
             }
-            kube::Error::HyperError(e) => ClusterError::Unreachable(chain(&e)),
-            kube::Error::Service(e) => {
-                let text = chain(&*e);
-                if text.contains("timed out") || text.contains("elapsed") {
-                    ClusterError::Timeout { after: Duration::ZERO, what: format!("waiting for the API server: {text}") }
-                } else {
-                    ClusterError::Unreachable(text)
-                }
-            }
+            kube::Error::HyperError(e) => transport(&chain(&e)),
+            kube::Error::Service(e) => transport(&chain(&*e)),
             kube::Error::Auth(e) => ClusterError::Forbidden(format!("authentication failed: {e}")),
             other => ClusterError::Api(other.to_string()),
         }

@@ -47,6 +47,33 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
+/// An API-server outage, logged once when it starts (WARN) and once when it ends (INFO); the attempts in
+/// between are DEBUG, so a down API server does not flood the log while the callers back off.
+#[derive(Debug, Default)]
+pub struct Outage {
+    since: Mutex<Option<std::time::Instant>>,
+}
+
+impl Outage {
+    /// A call failed.
+    pub fn failed(&self, what: &str, error: &dyn std::fmt::Display) {
+        let mut since = self.since.lock().expect("outage");
+        if since.is_none() {
+            *since = Some(std::time::Instant::now());
+            tracing::warn!(%error, "{what} failed; retrying with backoff (logged again when the API server answers)");
+        } else {
+            tracing::debug!(%error, "{what} failed again");
+        }
+    }
+
+    /// A call succeeded.
+    pub fn ok(&self) {
+        if let Some(t) = self.since.lock().expect("outage").take() {
+            tracing::info!(after_seconds = t.elapsed().as_secs(), "the API server answers again");
+        }
+    }
+}
+
 /// Name of the leader-election Lease of `serve`.
 pub const LEADER_LEASE: &str = "druidctl-serve";
 
@@ -250,13 +277,14 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
     let mut stream = std::pin::pin!(stream);
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;
+    let outage = Outage::default();
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = resync.tick() => for t in reader.state() { queue.push(key_of(&t)) },
             ev = stream.next() => match ev {
                 None => break,
-                Some(Ok(Event::Init)) => { reconciler.metrics.relists.inc(); }
+                Some(Ok(Event::Init)) => { outage.ok(); reconciler.metrics.relists.inc(); }
                 // The store takes a relist's objects only at `InitDone`.
                 Some(Ok(Event::InitApply(_))) => {}
                 Some(Ok(Event::Apply(t))) => {
@@ -278,7 +306,7 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
                 }
                 Some(Err(e)) => {
                     reconciler.metrics.watch_restarts.inc();
-                    tracing::debug!(error = %e, "task watch failed; resuming");
+                    outage.failed("watching tasks", &e);
                 }
             },
         }
@@ -381,9 +409,15 @@ pub async fn run_with_leader_election(
 ) {
     let lock =
         LeaseLock::new(base.client.clone(), &election.namespace, &election.name, &base.opts.identity, election.lease);
+    let outage = Outage::default();
+    let mut retry = Duration::from_millis(500);
     while !stop.is_cancelled() {
         let attempt = lock.try_acquire().await;
         health.started.store(true, Ordering::SeqCst);
+        if attempt.is_ok() {
+            outage.ok();
+            retry = Duration::from_millis(500);
+        }
         match attempt {
             Ok(Acquire::Acquired) => {
                 tracing::info!(identity = %base.opts.identity, "became leader");
@@ -427,11 +461,12 @@ pub async fn run_with_leader_election(
                 }
             }
             Err(e) => {
-                tracing::debug!(error = %e, "leader election failed; retrying");
+                outage.failed("leader election", &e);
                 tokio::select! {
                     _ = stop.cancelled() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = tokio::time::sleep(retry) => {}
                 }
+                retry = (retry * 2).min(Duration::from_secs(30));
             }
         }
     }

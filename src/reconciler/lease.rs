@@ -34,6 +34,8 @@ pub struct LeaseLock {
     duration: Duration,
     owner: Option<OwnerReference>,
     last: Arc<Mutex<Option<Lease>>>,
+    /// Holders whose unexpired lease may be taken over anyway (e.g. a process on this host that is gone).
+    takeover: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
 }
 
 fn now() -> MicroTime {
@@ -62,7 +64,15 @@ impl LeaseLock {
             duration,
             owner: None,
             last: Arc::new(Mutex::new(None)),
+            takeover: None,
         }
+    }
+
+    /// Takes the lease over from a holder for which `dead` says it can no longer renew it, without waiting for
+    /// the lease to expire.
+    pub fn taking_over(mut self, dead: impl Fn(&str) -> bool + Send + Sync + 'static) -> LeaseLock {
+        self.takeover = Some(Arc::new(dead));
+        self
     }
 
     /// Makes the lease owned by `owner` (garbage-collected with it) when this lock creates it.
@@ -127,7 +137,8 @@ impl LeaseLock {
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().unwrap_or_default();
         let left = expires_in(&lease, jiff::Timestamp::now());
-        if holder != self.identity && !holder.is_empty() && left > Duration::ZERO {
+        let dead = self.takeover.as_ref().is_some_and(|f| f(&holder));
+        if holder != self.identity && !holder.is_empty() && left > Duration::ZERO && !dead {
             return Ok(Acquire::HeldBy { holder, expires_in: left });
         }
         let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(holder != self.identity);

@@ -60,10 +60,11 @@ pub fn page(rb: &Runbook) -> String {
         rb.data_loss
     ));
     for (i, step) in steps.iter().enumerate() {
-        let mark = if step.destructive() { " — **destructive: asks to type the Etcd's name**" } else { "" };
+        let mark = if step.destructive() { " — **destructive**" } else { "" };
         s.push_str(&format!("{}. **{}**{mark}: {}.\n", i + 1, step.name(), step.description()));
         s.push_str(&format!("   Done when verified, or waits at most {}s.\n", step.timeout().as_secs()));
-        let kubectl = step.kubectl();
+        let kubectl: Vec<String> =
+            step.kubectl().iter().map(|k| super::engine::with_namespace(k, "shoot--a")).collect();
         if !kubectl.is_empty() {
             s.push_str("   ```sh\n");
             for k in kubectl {
@@ -77,7 +78,17 @@ pub fn page(rb: &Runbook) -> String {
         s.push_str(&format!("- `{}`\n", a.describe()));
     }
     s.push_str(
-        "\n## Interruptions\n\nCtrl-C stops at the next safe point and prints the command that continues. After a crash or\n\
+        "\n## Confirmation and safety\n\nThe whole plan is shown first (`--plan` shows it on any cluster state and says in one line\n\
+         whether a run would start now). Before the first change the operator approves it by typing the Etcd's\n\
+         name (`--yes` approves it in CI). A declined confirmation says what has changed so far and the two ways\n\
+         out: continue with `--resume`, or undo with `druidctl runbook abort -n NAMESPACE ETCD` (etcd-druid\n\
+         reconciles the spec again, component protection is back on, the task is deleted).\n\n\
+         One run per Etcd: the run takes its task's executor Lease before the first step. A second run (another\n\
+         terminal or machine) is refused with the holder and since when; `--resume` takes over only a lease that\n\
+         has expired (or whose process on this host is gone). The task carries the finalizer\n\
+         `druid.gardener.cloud/runbook-cleanup`: deleting it while a run executes makes that run finish its\n\
+         current step and clean up; deleting it with no run keeps it until `runbook abort` has cleaned up.\n\
+         \n## Interruptions\n\nCtrl-C stops at the next safe point and prints, once on stderr, the command that continues. After a crash or\n\
          `kill -9`, re-run the same command (or add `--resume`): it continues at the first unfinished step, skips\n\
          steps whose effect is already there, and never repeats a completed destructive step. `--from-step NAME`\n\
          starts elsewhere (experts). `-o jsonl` streams one JSON event per line.\n",

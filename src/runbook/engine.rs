@@ -55,6 +55,8 @@ pub struct RunOptions {
     pub lease_duration: Duration,
     /// The command that continues this run, printed when interrupted.
     pub resume_command: String,
+    /// The command that aborts this run with its compensating cleanup.
+    pub abort_command: String,
 }
 
 impl RunOptions {
@@ -73,6 +75,7 @@ impl RunOptions {
             identity: format!("druidctl-runbook@{host}/{}", std::process::id()),
             lease_duration: Duration::from_secs(10),
             resume_command: String::new(),
+            abort_command: String::new(),
         }
     }
 }
@@ -211,6 +214,14 @@ pub enum Event {
         /// Why.
         error: String,
     },
+    /// `--plan`: whether a run would start now, in one line.
+    #[serde(rename_all = "camelCase")]
+    Verdict {
+        /// Whether a run would be refused now.
+        refused: bool,
+        /// Why (or that it would start).
+        reason: String,
+    },
     /// Every step completed.
     #[serde(rename_all = "camelCase")]
     Finished {
@@ -316,14 +327,32 @@ pub enum RunbookError {
         resume: String,
     },
     /// Another executor holds the task.
-    #[error("task {task} is being executed by {holder}; try again when it stops (its lease expires within {}s)", expires_in.as_secs())]
+    #[error("task {task} is being executed by {holder}{}; nothing was changed — wait for it to finish, or run `{resume}` once its lease has expired (within {}s of its last renewal)", since.as_ref().map(|s| format!(" since {s}")).unwrap_or_default(), expires_in.as_secs().max(1))]
     Busy {
         /// Task.
         task: String,
         /// Holder identity.
         holder: String,
+        /// Since when it holds the lease.
+        since: Option<String>,
         /// Until expiry.
         expires_in: Duration,
+        /// The command that takes over once the lease expired.
+        resume: String,
+    },
+    /// The operator declined the confirmation.
+    #[error("not confirmed; {changed}")]
+    NotConfirmed {
+        /// What has changed so far and the ways out, one sentence.
+        changed: String,
+    },
+    /// The task was deleted while the run executed: the current step was finished and the cleanup ran.
+    #[error("task {task} was deleted during the run; {what}")]
+    Deleted {
+        /// Task.
+        task: String,
+        /// What was finished and cleaned up, and what to do next.
+        what: String,
     },
     /// Writing the journal failed.
     #[error("writing the journal of task {task}: {source}")]
@@ -493,19 +522,45 @@ pub async fn run(
     let steps = plan.steps(&etcd);
     let names: Vec<String> = steps.iter().map(|s| s.name()).collect();
 
+    let all = super::guard::runbook_tasks(client, ns, &o.etcd, &[rb.task_type]).await?;
+    let all: Vec<EtcdOperatorTask> = all
+        .into_iter()
+        .filter(|t| t.spec.config.as_deref().map(str::trim) == o.config.as_deref().map(str::trim))
+        .collect();
     let existing = unfinished_task(client, rb, o).await?;
+    // Why a run would be refused now; `--plan` shows the plan anyway and says it in one line.
+    let mut refusal: Option<RunbookError> = None;
     let mut backup = None;
-    if existing.is_none() {
-        if o.resume_only {
-            return Err(RunbookError::Rejected(format!(
-                "there is no unfinished {} run for etcd {ns}/{} to resume; run it without --resume to start one",
-                rb.name, o.etcd
-            )));
+    let held_for_cleanup = |t: &&EtcdOperatorTask| {
+        t.metadata.deletion_timestamp.is_some()
+            && t.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|f| f == super::guard::RUNBOOK_FINALIZER))
+    };
+    if let Some(deleting) = all.iter().find(held_for_cleanup) {
+        let tname = deleting.metadata.name.clone().unwrap_or_default();
+        refusal = Some(match super::guard::live_holder(client, ns, &tname, &o.identity).await? {
+            Some(h) => busy(&tname, h, o),
+            None => RunbookError::Rejected(format!(
+                "task {tname} of this runbook is being deleted but its compensating cleanup has not run; run `{}` to clean up (etcd-druid reconciles again, protection back on) and let it go",
+                o.abort_command
+            )),
+        });
+    } else if let Some(t) = &existing {
+        let tname = t.metadata.name.clone().unwrap_or_default();
+        if let Some(h) = super::guard::live_holder(client, ns, &tname, &o.identity).await? {
+            refusal = Some(busy(&tname, h, o));
         }
+    } else if o.resume_only {
+        refusal = Some(RunbookError::Rejected(format!(
+            "there is no unfinished {} run for etcd {ns}/{} to resume; run it without --resume to start one",
+            rb.name, o.etcd
+        )));
+    } else {
         // Preconditions from the health model, before anything is changed.
         let inputs = crate::health::collect(client, etcd.clone()).await?;
         let report = crate::health::assess(&inputs, jiff::Timestamp::now());
-        plan.preconditions(&Facts::from_report(&report)).map_err(RunbookError::Rejected)?;
+        if let Err(why) = plan.preconditions(&Facts::from_report(&report)) {
+            refusal = Some(RunbookError::Rejected(why));
+        }
         if rb.needs_backup {
             let full = report.backups.full.as_ref();
             backup = Some(BackupAge {
@@ -540,10 +595,15 @@ pub async fn run(
             name: s.name(),
             description: s.description(),
             destructive: s.destructive(),
-            kubectl: s.kubectl(),
+            kubectl: s.kubectl().iter().map(|k| with_namespace(k, ns)).collect(),
             done: i < start || journal_cx.as_ref().is_some_and(|cx| completed_in_journal(cx, &s.name())),
         })
         .collect();
+    if !o.plan_only
+        && let Some(r) = refusal.take()
+    {
+        return Err(r);
+    }
     op.event(&Event::Plan {
         runbook: rb.name.into(),
         namespace: ns.into(),
@@ -554,16 +614,23 @@ pub async fn run(
         data_loss: rb.data_loss.into(),
     });
     if o.plan_only {
+        let reason = match refusal {
+            Some(r) => format!("a run would be refused now: {r}"),
+            None => "a run would start now (after the confirmation of this plan)".to_string(),
+        };
+        op.event(&Event::Verdict { refused: reason.starts_with("a run would be refused"), reason });
         return Ok(Outcome::Planned);
     }
 
     let mut prompt_time = Duration::ZERO;
-    // Without a terminal, only --yes may approve destructive steps: refuse before any change.
-    let destructive_ahead = planned.iter().skip(start).any(|s| s.destructive && !s.done);
-    if destructive_ahead && !o.yes && !op.can_prompt() {
-        let first =
-            planned.iter().skip(start).find(|s| s.destructive && !s.done).map(|s| s.name.clone()).unwrap_or_default();
-        return Err(PromptError::NoTerminal { action: format!("step {first} of {} destroys data and", rb.name) }.into());
+    // Without a terminal, only --yes may approve the plan: refuse before any change.
+    let ahead = planned.iter().skip(start).any(|s| !s.done);
+    if ahead && !o.yes && !op.can_prompt() {
+        let action = match planned.iter().skip(start).find(|s| s.destructive && !s.done) {
+            Some(first) => format!("the plan of {} (step {} destroys data)", rb.name, first.name),
+            None => format!("the plan of {}", rb.name),
+        };
+        return Err(PromptError::NoTerminal { action }.into());
     }
     if let Some(b) = &backup
         && b.stale
@@ -583,8 +650,15 @@ pub async fn run(
                 return Err(RunbookError::Rejected(format!("{message} Pass --accept-data-loss to recover anyway.")));
             }
             let t = Instant::now();
-            blocking(|| op.confirm("Recover from this backup and lose what is not in it?", None))?;
+            let answer = blocking(|| op.confirm("Recover from this backup and lose what is not in it?", None));
             prompt_time += t.elapsed();
+            match answer {
+                Ok(()) => {}
+                Err(PromptError::Declined(_)) => {
+                    return Err(RunbookError::NotConfirmed { changed: changed_so_far(&[], o) });
+                }
+                Err(other) => return Err(other.into()),
+            }
         }
     }
 
@@ -592,6 +666,28 @@ pub async fn run(
     let denied = rbac::denied(client, ns, &rb.accesses()).await;
     if !denied.is_empty() {
         return Err(RunbookError::Forbidden { namespace: ns.into(), denied });
+    }
+
+    // The operator approves the whole plan, by typing the Etcd's name, before the first write.
+    let remaining: Vec<&PlannedStep> = planned.iter().skip(start).filter(|s| !s.done).collect();
+    if !o.yes && !remaining.is_empty() {
+        let destructive = remaining.iter().filter(|s| s.destructive).count();
+        let question = format!(
+            "Run the {} remaining step(s) of this plan on etcd {ns}/{} ({destructive} destructive)?",
+            remaining.len(),
+            o.etcd
+        );
+        let t = Instant::now();
+        let answer = blocking(|| op.confirm(&question, Some(&o.etcd)));
+        prompt_time += t.elapsed();
+        match answer {
+            Ok(()) => {}
+            Err(PromptError::Declined(_)) => {
+                let done: Vec<String> = planned.iter().filter(|s| s.done).map(|s| s.name.clone()).collect();
+                return Err(RunbookError::NotConfirmed { changed: changed_so_far(&done, o) });
+            }
+            Err(other) => return Err(other.into()),
+        }
     }
 
     // The task is the journal: continue the unfinished one or create it.
@@ -609,31 +705,35 @@ pub async fn run(
             (crate::tasks::ops::create(client, &registry, &req).await.map_err(from_ops)?, true)
         }
     };
+    // Deleting the task waits for the compensating cleanup (by this run, or by `runbook abort`).
+    let task = super::guard::add_finalizer(client, &task).await?;
     let task_name = task.metadata.name.clone().unwrap_or_default();
     op.event(&Event::Task { name: task_name.clone(), created });
 
     // Exactly one executor: the task's executor Lease.
+    let own = o.identity.clone();
     let lock = LeaseLock::new(client.clone(), ns, &executor_lease_name(&task_name), &o.identity, o.lease_duration)
-        .owned_by(owner_reference(&task));
-    let mut waited_lease = Duration::ZERO;
-    loop {
-        match lock.try_acquire().await.map_err(|e| cluster(e, "lease", &executor_lease_name(&task_name), ns))? {
-            Acquire::Acquired => break,
-            Acquire::HeldBy { holder, expires_in } => {
-                if waited_lease > o.lease_duration * 3 {
-                    return Err(RunbookError::Busy { task: task_name, holder, expires_in });
-                }
-                op.event(&Event::WaitingForLease { holder, expires_in_ms: expires_in.as_millis() as u64 });
-                let nap = expires_in.clamp(Duration::from_millis(200), Duration::from_secs(1));
-                tokio::select! {
-                    _ = stop.cancelled() => {
-                        return Ok(Outcome::Interrupted { summary: empty_summary(&task_name, started), resume_command: o.resume_command.clone() });
-                    }
-                    _ = tokio::time::sleep(nap) => {}
-                }
-                waited_lease += nap;
-            }
+        .owned_by(owner_reference(&task))
+        .taking_over(move |h| super::guard::holder_is_dead_here(h, &own));
+    let waited_lease = Duration::ZERO;
+    // Taken before the first step; a live holder (another terminal or machine) refuses this run. A lease of a
+    // process on this host that no longer exists is taken over at once (it cannot renew it any more).
+    if let Some(h) = super::guard::live_holder(client, ns, &task_name, &o.identity).await? {
+        return Err(busy(&task_name, h, o));
+    }
+    match lock.try_acquire().await.map_err(|e| cluster(e, "lease", &executor_lease_name(&task_name), ns))? {
+        Acquire::Acquired => {}
+        Acquire::HeldBy { holder, expires_in } => {
+            let since = None;
+            return Err(busy(&task_name, super::guard::Holder { identity: holder, since, expires_in }, o));
         }
+    }
+    if stop.is_cancelled() {
+        lock.release().await;
+        return Ok(Outcome::Interrupted {
+            summary: empty_summary(&task_name, started),
+            resume_command: o.resume_command.clone(),
+        });
     }
     let stop_renewing = CancellationToken::new();
     let lost = lock.keep_renewed(stop_renewing.clone());
@@ -657,6 +757,34 @@ pub async fn run(
     let _ = watcher.await;
     lock.release().await;
     result
+}
+
+fn busy(task: &str, h: super::guard::Holder, o: &RunOptions) -> RunbookError {
+    RunbookError::Busy {
+        task: task.into(),
+        holder: h.identity,
+        since: h.since,
+        expires_in: h.expires_in,
+        resume: o.resume_command.clone(),
+    }
+}
+
+/// What has changed so far (the completed steps) and the two ways out, as one sentence.
+pub fn changed_so_far(done: &[String], o: &RunOptions) -> String {
+    if done.is_empty() {
+        return "nothing was changed".into();
+    }
+    format!(
+        "changed so far: step(s) {} completed; continue with `{}`, or undo with `{}`",
+        done.join(", "),
+        o.resume_command,
+        o.abort_command
+    )
+}
+
+/// A plan's kubectl line acting in `ns` (every `kubectl` of it, also inside `$(…)`).
+pub fn with_namespace(line: &str, ns: &str) -> String {
+    line.replace("kubectl ", &format!("kubectl -n {ns} "))
 }
 
 /// Runs a blocking prompt without starving the runtime (the executor lease keeps being renewed meanwhile).
@@ -733,6 +861,10 @@ async fn execute(
             });
             continue;
         }
+        // A deleted task: the previous step is finished; clean up instead of starting the next one.
+        if handle.refresh().await.is_ok() && handle.current.metadata.deletion_timestamp.is_some() {
+            return Err(aborted_by_deletion(client, o, op, &mut handle, &timings, &name).await);
+        }
         if halt.is_cancelled() {
             op.event(&Event::Interrupted { next_step: name, resume_command: o.resume_command.clone() });
             return Ok(interrupted(&task_name, timings, started, waited_total, *prompt_time, o));
@@ -804,7 +936,6 @@ async fn execute(
                 op.event(&Event::Interrupted { next_step: name, resume_command: o.resume_command.clone() });
                 return Ok(interrupted(&task_name, timings, started, waited_total, *prompt_time, o));
             }
-            Err(StepFailure::Prompt(p)) => return Err(p.into()),
             Err(StepFailure::Step(e)) => {
                 let mut reason = e.to_string();
                 // Automatic fallback: put back what the step changed, from the copy it journaled before.
@@ -842,10 +973,115 @@ async fn execute(
         })
         .await
         .map_err(journal_err)?;
+    // Done: nothing to compensate any more, the task may go whenever it is deleted.
+    super::guard::remove_finalizer(client, ns, &task_name).await?;
     let mut summary = summarize(&task_name, timings, started, waited_total, *prompt_time);
     summary.unverified = unverified;
     op.event(&Event::Finished { summary: summary.clone() });
     Ok(Outcome::Completed(summary))
+}
+
+/// `runbook abort`: for every unfinished runbook task of the Etcd (also one being deleted) whose executor is
+/// gone, runs the compensating cleanup, marks the task Failed and deletes it. Refused (nothing changed) while
+/// an executor holds a task. Returns one sentence per task.
+pub async fn abort(client: &Client, ns: &str, etcd: &str, identity: &str) -> Result<Vec<String>, RunbookError> {
+    let etcds: Api<Etcd> = Api::namespaced(client.clone(), ns);
+    etcds.get(etcd).await.map_err(|e| cluster(e, "etcd", etcd, ns))?;
+    let types: Vec<&str> = super::catalog::ALL.iter().map(|r| r.task_type).collect();
+    let tasks = super::guard::runbook_tasks(client, ns, etcd, &types).await?;
+    if tasks.is_empty() {
+        return Err(RunbookError::Rejected(format!(
+            "etcd {ns}/{etcd} has no unfinished runbook task; nothing to abort"
+        )));
+    }
+    for t in &tasks {
+        let name = t.metadata.name.clone().unwrap_or_default();
+        if let Some(h) = super::guard::live_holder(client, ns, &name, identity).await? {
+            return Err(RunbookError::Rejected(format!(
+                "task {name} is being executed by {}{}; nothing was changed — stop that run (Ctrl-C) or delete the task (its executor then finishes the current step and cleans up)",
+                h.identity,
+                h.since.map(|s| format!(" since {s}")).unwrap_or_default()
+            )));
+        }
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        let name = t.metadata.name.clone().unwrap_or_default();
+        let own = identity.to_string();
+        let lock = LeaseLock::new(client.clone(), ns, &executor_lease_name(&name), identity, Duration::from_secs(30))
+            .owned_by(owner_reference(&t))
+            .taking_over(move |h| super::guard::holder_is_dead_here(h, &own));
+        if let Acquire::HeldBy { holder, .. } =
+            lock.try_acquire().await.map_err(|e| cluster(e, "lease", &executor_lease_name(&name), ns))?
+        {
+            return Err(RunbookError::Rejected(format!(
+                "task {name} was just taken by {holder}; nothing more was changed"
+            )));
+        }
+        let cleaned = super::guard::compensate(client, ns, etcd).await?;
+        let mut handle = TaskHandle::new(Api::namespaced(client.clone(), ns), t.clone());
+        if t.metadata.deletion_timestamp.is_none() {
+            let reason = format!("aborted by {identity}");
+            let _ = handle
+                .update_as_executor(|s| {
+                    s.state = Some(TaskState::Failed);
+                    s.last_operation = Some(operation("Abort", OperationState::Completed, reason.clone()));
+                })
+                .await;
+        }
+        super::guard::remove_finalizer(client, ns, &name).await?;
+        super::guard::delete_task(client, ns, &name).await?;
+        lock.release().await;
+        let cleaned = if cleaned.is_empty() { "nothing needed undoing".to_string() } else { cleaned.join(", ") };
+        out.push(format!("task {ns}/{name} ({}) aborted and deleted; {cleaned}", t.spec.type_));
+    }
+    Ok(out)
+}
+
+/// The task was deleted: run the compensating cleanup, record it, let the task go, and say so.
+async fn aborted_by_deletion(
+    client: &Client,
+    o: &RunOptions,
+    op: &dyn Operator,
+    handle: &mut TaskHandle,
+    timings: &[StepTiming],
+    next: &str,
+) -> RunbookError {
+    let task = handle.current.metadata.name.clone().unwrap_or_default();
+    let ns = o.namespace.as_str();
+    let done: Vec<String> = timings.iter().map(|t| t.name.clone()).collect();
+    let finished =
+        if done.is_empty() { "no step had run".to_string() } else { format!("steps {} are done", done.join(", ")) };
+    let start_again = o.resume_command.replace(" --resume", "");
+    let what = match super::guard::compensate(client, ns, &o.etcd).await {
+        Ok(cleaned) => {
+            let cleaned = if cleaned.is_empty() { "nothing needed undoing".to_string() } else { cleaned.join(", ") };
+            let _ = handle
+                .update_as_executor(|s| {
+                    s.state = Some(TaskState::Failed);
+                    s.last_operation = Some(operation(
+                        next,
+                        OperationState::Failed,
+                        format!("aborted: the task was deleted; cleaned up ({cleaned})"),
+                    ));
+                })
+                .await;
+            match super::guard::remove_finalizer(client, ns, &task).await {
+                Ok(()) => format!(
+                    "{finished} and step {next} was not started; cleaned up: {cleaned}; check with `{} status -n {ns} {}` and start a new run with `{start_again}` if still needed",
+                    crate::output::command_name(),
+                    o.etcd
+                ),
+                Err(e) => format!(
+                    "{finished}; cleaned up ({cleaned}) but removing the finalizer failed: {e}; run `{}`",
+                    o.abort_command
+                ),
+            }
+        }
+        Err(e) => format!("{finished}; the compensating cleanup failed: {e}; run `{}`", o.abort_command),
+    };
+    op.event(&Event::StepFailed { name: next.into(), error: format!("task {task} deleted; {what}") });
+    RunbookError::Deleted { task, what }
 }
 
 fn summarize(task: &str, steps: Vec<StepTiming>, started: Instant, waited: Duration, prompt: Duration) -> Summary {
@@ -879,7 +1115,6 @@ fn interrupted(
 
 enum StepFailure {
     Step(StepError),
-    Prompt(PromptError),
 }
 
 /// check → (confirm) → act → verify; `Ok(None)` when stopped at a safe point.
@@ -926,14 +1161,8 @@ async fn run_step(
     if halt.is_cancelled() {
         return Ok(None);
     }
-    if step.destructive() && !o.yes {
-        let t = Instant::now();
-        let etcd_name = etcd.metadata.name.clone().unwrap_or_default();
-        let question = format!("Step {name}: {}.", step.description());
-        let r = blocking(|| op.confirm(&question, Some(&etcd_name)));
-        *prompt_time += t.elapsed();
-        r.map_err(StepFailure::Prompt)?;
-    }
+    // Destructive steps were approved with the whole plan before the first write.
+    let _ = (etcd, &prompt_time, o);
     attempt = 0;
     loop {
         match step.act(cx).await {

@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod docs;
 pub mod engine;
+pub mod guard;
 pub mod rbac;
 
 pub use catalog::{Runbook, RunbookId};

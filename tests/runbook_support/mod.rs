@@ -119,3 +119,105 @@ pub fn one_sentence(stderr: &str) -> &str {
     assert!(lines[0].starts_with("error: "), "{stderr:?}");
     lines[0]
 }
+
+/// Runs druidctl with stdin and stderr on a pseudo-terminal (stdout piped) and `env`: waits until the typed
+/// confirmation is asked, types `answer` and Enter; returns the exit code, stdout and what the terminal showed
+/// (the prompt and stderr). Blocking: call it from `spawn_blocking`.
+pub fn run_on_terminal(
+    kubeconfig: &std::path::Path,
+    args: &[String],
+    env: &[(String, String)],
+    answer: &str,
+) -> (i32, String, String) {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // SAFETY: plain libc pty calls; the master fd is owned by the File created right after.
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+    assert!(master >= 0, "posix_openpt");
+    let slave_name = unsafe {
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        std::ffi::CStr::from_ptr(libc::ptsname(master)).to_string_lossy().into_owned()
+    };
+    let mut master = unsafe { std::fs::File::from_raw_fd(master) };
+    let slave =
+        || std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open(&slave_name).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_druidctl"));
+    cmd.arg("--kubeconfig").arg(kubeconfig).args(args).env("NO_COLOR", "1").env_remove("KUBECONFIG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdin(slave()).stderr(slave()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    // The command holds our copies of the terminal's slave side: without dropping them, reading the master
+    // never ends when the child exits.
+    drop(cmd);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (seen, mut master) = (seen.clone(), master.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !seen.lock().unwrap().contains("to confirm") {
+        assert!(std::time::Instant::now() < deadline, "no confirmation asked: {}", seen.lock().unwrap());
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = master.write_all(format!("{answer}\r").as_bytes());
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    drop(master);
+    let _ = reader.join();
+    let terminal = seen.lock().unwrap().clone();
+    (code, stdout, terminal)
+}
+
+/// The `error:` line a terminal showed (the prompt line and echo are skipped).
+pub fn error_line(terminal: &str) -> String {
+    terminal
+        .replace('\r', "\n")
+        .lines()
+        .find(|l| l.trim_start().starts_with("error: "))
+        .map(|l| l.trim().to_string())
+        .unwrap_or_else(|| panic!("no error line on the terminal: {terminal:?}"))
+}
+
+/// Whether the EtcdOperatorTask `name` exists, and whether it is being deleted.
+pub async fn task_state(pg: &Playground, ns: &str, name: &str) -> Option<bool> {
+    Api::<EtcdOperatorTask>::namespaced(pg.client(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .map(|t| t.metadata.deletion_timestamp.is_some())
+}
+
+/// The names of the EtcdOperatorTasks in `ns`.
+pub async fn task_names(pg: &Playground, ns: &str) -> Vec<String> {
+    Api::<EtcdOperatorTask>::namespaced(pg.client(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|t| t.metadata.name)
+        .collect()
+}
+
+/// Deletes the EtcdOperatorTask `name` as `kubectl delete` would (background propagation).
+pub async fn delete_task(pg: &Playground, ns: &str, name: &str) {
+    Api::<EtcdOperatorTask>::namespaced(pg.client(), ns)
+        .delete(name, &kube::api::DeleteParams::background())
+        .await
+        .unwrap();
+}
