@@ -53,6 +53,10 @@ pub struct ApiserverArgs {
     /// Where to write the admin kubeconfig (written once the server listens).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig_out: PathBuf,
+    /// Also create the user NAME, member of the given groups (none: no permissions at all); its kubeconfig is
+    /// written next to the admin one as FILE-NAME. Repeatable, e.g. `--user limited --user ops:viewers:audit`.
+    #[arg(long = "user", value_name = "NAME[:GROUP…]")]
+    pub users: Vec<String>,
 }
 
 /// Arguments of `playground up`.
@@ -185,13 +189,31 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
     let endpoint = server.serve_http(a.listen).await?;
     // Written atomically once the server listens, so a script can wait for the file.
     let tmp = a.kubeconfig_out.with_extension("tmp");
+    let mut user_files = Vec::new();
+    for spec in &a.users {
+        let mut parts = spec.split([':', ',']).filter(|p| !p.is_empty());
+        let Some(name) = parts.next() else {
+            anyhow::bail!("--user needs a user name (NAME[:GROUP…]), got {spec:?}");
+        };
+        let groups: Vec<&str> = parts.collect();
+        server.add_user(name, &groups);
+        let mut file = a.kubeconfig_out.clone().into_os_string();
+        file.push(format!("-{name}"));
+        let file = PathBuf::from(file);
+        std::fs::write(&file, server.kubeconfig_yaml(&endpoint.url, name, None))?;
+        user_files.push((name.to_string(), file));
+    }
     std::fs::write(&tmp, server.kubeconfig_yaml(&endpoint.url, "admin", None))?;
     std::fs::rename(&tmp, &a.kubeconfig_out)?;
-    ctx.printer.text(&format!(
+    let mut msg = format!(
         "embedded API server listening on {}\nexport KUBECONFIG={}\n",
         endpoint.url,
         a.kubeconfig_out.display()
-    ))?;
+    );
+    for (name, file) in &user_files {
+        msg.push_str(&format!("user {name}: KUBECONFIG={}\n", file.display()));
+    }
+    ctx.printer.text(&msg)?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -28,9 +28,18 @@ const IGNORED_META: &[&str] = &[
     "selfLink",
 ];
 
-/// Leaf paths set in `v` (ignoring server-owned metadata, `apiVersion` and `kind`).
-pub fn fields_of(v: &Value, with_status: bool) -> FieldSet {
+/// Leaf paths set in `v` (ignoring server-owned metadata, `apiVersion` and `kind`), with a `.` entry for every
+/// associative list item: the field set of an applied configuration (structured-merge-diff
+/// `typed/tofieldset.go`), for a built-in kind (`builtin`: its atomic structs and maps are leaves) or a custom
+/// resource (every map granular, as without `x-kubernetes-map-type`).
+pub fn fields_of_kind(v: &Value, with_status: bool, builtin: bool) -> FieldSet {
     let mut out = FieldSet::new();
+    walk_fields(v, with_status, builtin, &mut out, &mut FieldSet::new());
+    out
+}
+
+fn walk_fields(v: &Value, with_status: bool, builtin: bool, out: &mut FieldSet, nodes: &mut FieldSet) {
+    let mut w = Walk { builtin, out, nodes };
     if let Some(m) = v.as_object() {
         for (k, child) in m {
             if k == "apiVersion" || k == "kind" || (k == "status" && !with_status) {
@@ -43,69 +52,101 @@ pub fn fields_of(v: &Value, with_status: bool) -> FieldSet {
                             continue;
                         }
                         let mut p = vec!["f:metadata".to_string(), format!("f:{mk}")];
-                        collect(mv, &mut p, &mut vec!["metadata".into()], mk, &mut out);
+                        w.collect(mv, &mut p, &mut vec!["metadata".into()], mk);
                     }
                 }
                 continue;
             }
             let mut p = vec![format!("f:{k}")];
-            collect(child, &mut p, &mut vec![], k, &mut out);
+            w.collect(child, &mut p, &mut vec![], k);
         }
     }
-    out
+}
+
+/// Structs and maps of the built-in kinds that are atomic (`+structType=atomic` / `+mapType=atomic` in
+/// k8s.io/api and apimachinery): `LabelSelector` (workload and PDB `spec.selector`), the Service and pod
+/// `selector`/`nodeSelector` maps, `RoleRef`, `ObjectReference` (Event `involvedObject`/`regarding`/`related`).
+/// structured-merge-diff records them as one leaf (`f:selector: {}`).
+fn atomic_builtin(names: &[String], field: &str) -> bool {
+    let parent = names.last().map(String::as_str).unwrap_or("");
+    match field {
+        "selector" => parent == "spec",
+        "nodeSelector" | "roleRef" | "involvedObject" | "regarding" | "related" => true,
+        _ => false,
+    }
+}
+
+struct Walk<'a> {
+    builtin: bool,
+    out: &'a mut FieldSet,
+    nodes: &'a mut FieldSet,
+}
+
+impl Walk<'_> {
+    fn collect(&mut self, v: &Value, path: &mut FieldPath, names: &mut Vec<String>, field: &str) {
+        match v {
+            Value::Object(_) if self.builtin && atomic_builtin(names, field) => {
+                self.out.insert(path.clone());
+            }
+            Value::Object(m) if !m.is_empty() => {
+                self.nodes.insert(path.clone());
+                names.push(field.to_string());
+                for (k, child) in m {
+                    path.push(format!("f:{k}"));
+                    self.collect(child, path, names, k);
+                    path.pop();
+                }
+                names.pop();
+            }
+            Value::Array(items) if !items.is_empty() => match list_merge_key(names, field) {
+                Some(Some(mk)) if items.iter().all(|i| i.get(mk).is_some()) => {
+                    self.nodes.insert(path.clone());
+                    for it in items {
+                        path.push(key_token(it, mk));
+                        let mut dot = path.clone();
+                        dot.push(".".into());
+                        self.out.insert(dot);
+                        names.push(field.to_string());
+                        if let Some(m) = it.as_object() {
+                            for (k, child) in m {
+                                path.push(format!("f:{k}"));
+                                self.collect(child, path, names, k);
+                                path.pop();
+                            }
+                        }
+                        names.pop();
+                        path.pop();
+                    }
+                }
+                Some(None) => {
+                    self.nodes.insert(path.clone());
+                    for it in items {
+                        let mut p = path.clone();
+                        p.push(format!("v:{it}"));
+                        self.out.insert(p);
+                    }
+                }
+                _ => {
+                    self.out.insert(path.clone());
+                }
+            },
+            _ => {
+                self.out.insert(path.clone());
+            }
+        }
+    }
 }
 
 fn key_token(item: &Value, mk: &str) -> String {
     let mut m = Map::new();
     m.insert(mk.into(), item.get(mk).cloned().unwrap_or(Value::Null));
-    format!("k:{}", Value::Object(m))
-}
-
-fn collect(v: &Value, path: &mut FieldPath, names: &mut Vec<String>, field: &str, out: &mut FieldSet) {
-    match v {
-        Value::Object(m) if !m.is_empty() => {
-            names.push(field.to_string());
-            for (k, child) in m {
-                path.push(format!("f:{k}"));
-                collect(child, path, names, k, out);
-                path.pop();
-            }
-            names.pop();
-        }
-        Value::Array(items) if !items.is_empty() => match list_merge_key(names, field) {
-            Some(Some(mk)) if items.iter().all(|i| i.get(mk).is_some()) => {
-                for it in items {
-                    path.push(key_token(it, mk));
-                    let mut dot = path.clone();
-                    dot.push(".".into());
-                    out.insert(dot);
-                    names.push(field.to_string());
-                    if let Some(m) = it.as_object() {
-                        for (k, child) in m {
-                            path.push(format!("f:{k}"));
-                            collect(child, path, names, k, out);
-                            path.pop();
-                        }
-                    }
-                    names.pop();
-                    path.pop();
-                }
-            }
-            Some(None) => {
-                for it in items {
-                    let mut p = path.clone();
-                    p.push(format!("v:{it}"));
-                    out.insert(p);
-                }
-            }
-            _ => {
-                out.insert(path.clone());
-            }
-        },
-        _ => {
-            out.insert(path.clone());
-        }
+    // Container and Service ports are keyed by port and protocol (`+listMapKey=containerPort`,
+    // `+listMapKey=protocol` in k8s.io/api core/v1/types.go).
+    // An absent protocol is its schema default, TCP.
+    if mk == "containerPort" || mk == "port" {
+        m.insert("protocol".into(), item.get("protocol").cloned().unwrap_or_else(|| "TCP".into()));
     }
+    format!("k:{}", Value::Object(m))
 }
 
 /// Renders a field set as fieldsV1 JSON.
@@ -310,8 +351,19 @@ pub fn managers_of(obj: &Value) -> Vec<Manager> {
 
 /// Writes managers back into `metadata.managedFields` (dropping empty ones).
 pub fn set_managers(obj: &mut Value, managers: &[Manager]) {
-    let arr: Vec<Value> = managers
-        .iter()
+    // Sorted by operation (Apply before Update), time, manager and subresource, like apiserver
+    // `managedfields/internal/managedfields.go` `sortEncodedManagedFields`.
+    let mut sorted: Vec<&Manager> = managers.iter().collect();
+    sorted.sort_by(|a, b| {
+        (a.operation.as_str(), a.time.as_str(), a.manager.as_str(), a.subresource.as_str()).cmp(&(
+            b.operation.as_str(),
+            b.time.as_str(),
+            b.manager.as_str(),
+            b.subresource.as_str(),
+        ))
+    });
+    let arr: Vec<Value> = sorted
+        .into_iter()
         .filter(|m| !m.fields.is_empty())
         .map(|m| {
             let mut e = json!({
@@ -333,7 +385,12 @@ pub fn set_managers(obj: &mut Value, managers: &[Manager]) {
     }
 }
 
-/// Records an Update by `manager`: fields whose value changed between `old` and `new` move to it.
+/// Records an Update by `manager`, like structured-merge-diff `merge/update.go` (`Updater.Update`): the manager
+/// gains the fields that were added or modified between `old` and `new`, every other manager loses them, and
+/// fields removed from the object leave every manager. A map, list or list item that did not exist before
+/// (in `old` or in `zero`, the Go zero value of the kind, whose non-pointer structs always exist) is itself
+/// added (`typed/compare.go` inserts non-leaf paths into `Added`), which fieldsV1 shows as a `".": {}` entry.
+#[allow(clippy::too_many_arguments)]
 pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,
@@ -341,38 +398,60 @@ pub fn record_update(
     api_version: &str,
     subresource: &str,
     now: &str,
+    zero: &Value,
+    builtin: bool,
 ) {
     let status = subresource == "status";
-    let new_fields = if status {
-        fields_of(&json!({"status": new.get("status").cloned().unwrap_or(Value::Null)}), true)
-    } else {
-        fields_of(new, false)
-    };
-    let changed: FieldSet =
-        new_fields.into_iter().filter(|p| old.is_none_or(|o| value_at(o, p) != value_at(new, p))).collect();
-    let mut managers = managers_of(old.unwrap_or(&Value::Null));
-    if changed.is_empty() {
-        set_managers(new, &managers);
-        return;
+    let mut new_fields = FieldSet::new();
+    let mut nodes = FieldSet::new();
+    walk_fields(new, status, builtin, &mut new_fields, &mut nodes);
+    if status {
+        // A status write records status and metadata (labels/annotations), never spec.
+        new_fields.retain(|p| p[0] == "f:status" || p[0] == "f:metadata");
+        nodes.retain(|p| p[0] == "f:status" || p[0] == "f:metadata");
     }
-    for m in managers.iter_mut() {
-        m.fields.retain(|p| !changed.contains(p));
-    }
-    match managers.iter_mut().find(|m| m.manager == manager && m.operation == "Update" && m.subresource == subresource)
-    {
-        Some(m) => {
-            m.fields.extend(changed);
-            m.time = now.into();
-            m.api_version = api_version.into();
+    let existed = |p: &[String]| old.and_then(|o| value_at(o, p)).is_some() || value_at(zero, p).is_some();
+    let mut changed: FieldSet = new_fields
+        .into_iter()
+        .filter(|p| {
+            if p.last().is_some_and(|l| l == ".") {
+                !existed(&p[..p.len() - 1])
+            } else {
+                // Against the zero value on create: an empty struct that always exists is no change.
+                value_at(old.unwrap_or(zero), p) != value_at(new, p)
+            }
+        })
+        .collect();
+    for n in nodes {
+        if !existed(&n) {
+            let mut d = n;
+            d.push(".".into());
+            changed.insert(d);
         }
-        None => managers.push(Manager {
-            manager: manager.into(),
-            operation: "Update".into(),
-            api_version: api_version.into(),
-            subresource: subresource.into(),
-            fields: changed,
-            time: now.into(),
-        }),
+    }
+    let mut managers = managers_of(old.unwrap_or(&Value::Null));
+    for m in managers.iter_mut() {
+        m.fields.retain(|p| !changed.contains(p) && value_at(new, p).is_some());
+    }
+    if !changed.is_empty() {
+        match managers
+            .iter_mut()
+            .find(|m| m.manager == manager && m.operation == "Update" && m.subresource == subresource)
+        {
+            Some(m) => {
+                m.fields.extend(changed);
+                m.time = now.into();
+                m.api_version = api_version.into();
+            }
+            None => managers.push(Manager {
+                manager: manager.into(),
+                operation: "Update".into(),
+                api_version: api_version.into(),
+                subresource: subresource.into(),
+                fields: changed,
+                time: now.into(),
+            }),
+        }
     }
     set_managers(new, &managers);
 }
@@ -408,6 +487,7 @@ pub fn print_path(p: &[String]) -> String {
 
 /// Server-side apply of `applied` by `manager` onto `current` (None = create). Returns the new object or
 /// the conflicts (when not forced).
+#[allow(clippy::too_many_arguments)]
 pub fn apply(
     current: Option<&Value>,
     applied: &Value,
@@ -416,8 +496,9 @@ pub fn apply(
     force: bool,
     now: &str,
     subresource: &str,
+    builtin: bool,
 ) -> Result<Value, Vec<Conflict>> {
-    let new_set = fields_of(applied, subresource == "status");
+    let new_set = fields_of_kind(applied, subresource == "status", builtin);
     let mine = |m: &Manager| m.manager == manager && m.operation == "Apply" && m.subresource == subresource;
     let mut managers = managers_of(current.unwrap_or(&Value::Null));
     let base = current.cloned().unwrap_or_else(|| json!({}));
@@ -426,6 +507,9 @@ pub fn apply(
         let clash: Vec<FieldPath> = m
             .fields
             .iter()
+            // A map or list item's own entry (`.`) only changes when it is added or removed (structured-merge-diff
+            // `typed/compare.go` never reports it modified), so it never conflicts by itself.
+            .filter(|p| p.last().is_none_or(|l| l != "."))
             .filter(|p| new_set.contains(*p) && value_at(&base, p) != value_at(applied, p))
             .cloned()
             .collect();
@@ -485,23 +569,48 @@ mod tests {
     #[test]
     fn apply_removes_fields_dropped_from_config_and_detects_conflicts() {
         let cfg1 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1","b":"2"}},"data":{"x":"1","y":"2"}});
-        let o1 = apply(None, &cfg1, "mgr", "v1", false, "t", "").unwrap();
+        let o1 = apply(None, &cfg1, "mgr", "v1", false, "t", "", true).unwrap();
         let cfg2 =
             json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1"}},"data":{"x":"1"}});
-        let o2 = apply(Some(&o1), &cfg2, "mgr", "v1", false, "t", "").unwrap();
+        let o2 = apply(Some(&o1), &cfg2, "mgr", "v1", false, "t", "", true).unwrap();
         assert_eq!(o2["data"], json!({"x":"1"}));
         assert_eq!(o2["metadata"]["labels"], json!({"a":"1"}));
         let cfg3 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"x":"other"}});
-        let err = apply(Some(&o2), &cfg3, "other", "v1", false, "t", "").unwrap_err();
+        let err = apply(Some(&o2), &cfg3, "other", "v1", false, "t", "", true).unwrap_err();
         assert_eq!(err[0].field, ".data.x");
-        let o3 = apply(Some(&o2), &cfg3, "other", "v1", true, "t", "").unwrap();
+        let o3 = apply(Some(&o2), &cfg3, "other", "v1", true, "t", "", true).unwrap();
         assert_eq!(o3["data"]["x"], "other");
+    }
+
+    #[test]
+    fn updates_own_added_maps_and_list_items_but_not_zero_value_structs() {
+        // What kube-apiserver v1.36 records for `kubectl create` of such a pod and custom resource.
+        let zero = json!({"metadata": {}, "spec": {"containers": null}, "status": {}});
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
+                     "nodeSelector": {"k": "v"}}});
+        record_update(None, &mut pod, "kubectl-create", "v1", "", "t", &zero, true);
+        let f = &pod["metadata"]["managedFields"][0]["fieldsV1"];
+        assert_eq!(f["f:metadata"]["f:labels"], json!({".": {}, "f:a": {}}));
+        assert!(f["f:spec"].get(".").is_none(), "{f}");
+        assert!(f["f:spec"]["f:containers"].get(".").is_none(), "{f}");
+        let c = &f["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"];
+        assert!(c.get(".").is_some(), "{f}");
+        assert_eq!(
+            c["f:ports"],
+            json!({".": {}, "k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}, "f:protocol": {}}})
+        );
+        assert_eq!(f["f:spec"]["f:nodeSelector"], json!({}));
+        let mut cr = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "x"}, "spec": {"replicas": 1, "backup": {"port": 1}}});
+        record_update(None, &mut cr, "m", "x/v1", "", "t", &json!({}), false);
+        let f = &cr["metadata"]["managedFields"][0]["fieldsV1"];
+        assert_eq!(f["f:spec"], json!({".": {}, "f:backup": {".": {}, "f:port": {}}, "f:replicas": {}}));
     }
 
     #[test]
     fn fields_v1_roundtrip_with_keyed_lists() {
         let o = json!({"spec":{"template":{"spec":{"containers":[{"name":"etcd","image":"x"}]}}}});
-        let s = fields_of(&o, false);
+        let s = fields_of_kind(&o, false, true);
         let v = to_fields_v1(&s);
         assert!(v.pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"etcd\"}/f:image").is_some());
         assert_eq!(from_fields_v1(&v), s);

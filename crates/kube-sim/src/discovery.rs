@@ -37,8 +37,10 @@ fn group_rank(g: &str) -> usize {
 /// `/version`.
 pub fn version(server: &ApiServer) -> Value {
     let gv = &server.inner.opts.git_version;
-    let minor = gv.trim_start_matches('v').split('.').nth(1).unwrap_or("33").to_string();
-    json!({"major": "1", "minor": minor, "emulationMajor": "1", "emulationMinor": minor, "minCompatibilityMajor": "1", "minCompatibilityMinor": minor,
+    let minor = gv.trim_start_matches('v').split('.').nth(1).unwrap_or("36").to_string();
+    // The compatibility version is one minor below the binary version (component-base/compatibility).
+    let min_compat = minor.parse::<u32>().map(|m| m.saturating_sub(1).to_string()).unwrap_or_else(|_| minor.clone());
+    json!({"major": "1", "minor": minor, "emulationMajor": "1", "emulationMinor": minor, "minCompatibilityMajor": "1", "minCompatibilityMinor": min_compat,
         "gitVersion": gv, "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
         "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc", "platform": "linux/amd64"})
 }
@@ -103,8 +105,7 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
     if !t.categories.is_empty() {
         main["categories"] = json!(t.categories);
     }
-    main["storageVersionHash"] =
-        json!(format!("{:x}", fxhash(&format!("{}/{}", t.group, t.plural))).chars().take(11).collect::<String>());
+    main["storageVersionHash"] = json!(storage_version_hash(&t.group, t.preferred(), &t.kind));
     let mut out = vec![main];
     if t.status {
         out.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
@@ -129,6 +130,73 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
 
 fn fxhash(s: &str) -> u64 {
     s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+/// apiserver `pkg/endpoints/discovery/storageversionhash.go`: the first 8 bytes of
+/// sha256("group/version/kind") of the storage version, base64.
+fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine;
+    let digest = sha256(format!("{group}/{version}/{kind}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
+}
+
+/// SHA-256 (FIPS 180-4).
+fn sha256(data: &[u8]) -> [u8; 32] {
+    const K: [u32; 64] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
+        0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+        0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
+        0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+        0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+        0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+        0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ];
+    let mut h: [u32; 8] =
+        [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
+    let mut msg = data.to_vec();
+    let bits = (data.len() as u64).wrapping_mul(8);
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&bits.to_be_bytes());
+    for chunk in msg.chunks(64) {
+        let mut w = [0u32; 64];
+        for i in 0..16 {
+            w[i] = u32::from_be_bytes([chunk[4 * i], chunk[4 * i + 1], chunk[4 * i + 2], chunk[4 * i + 3]]);
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = h;
+        for i in 0..64 {
+            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
+            let ch = (e & f) ^ (!e & g);
+            let t1 = hh.wrapping_add(s1).wrapping_add(ch).wrapping_add(K[i]).wrapping_add(w[i]);
+            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
+            let maj = (a & b) ^ (a & c) ^ (b & c);
+            let t2 = s0.wrapping_add(maj);
+            hh = g;
+            g = f;
+            f = e;
+            e = d.wrapping_add(t1);
+            d = c;
+            c = b;
+            b = a;
+            a = t1.wrapping_add(t2);
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 32];
+    for (i, x) in h.iter().enumerate() {
+        out[4 * i..4 * i + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    out
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`.
@@ -217,10 +285,114 @@ pub fn openapi_v3_root(server: &ApiServer) -> Value {
     json!({"paths": paths})
 }
 
-/// `/openapi/v3/api/v1` or `/openapi/v3/apis/{g}/{v}`: a minimal document with one PATCH operation per
-/// kind that advertises the `fieldValidation` query parameter, so kubectl relies on server-side field
-/// validation instead of downloading schemas. It carries no schemas (kubectl then falls back to its
-/// compiled-in strategic-merge metadata for built-in kinds and to JSON merge patch for custom resources).
+/// Rewrites `$ref`s of a schemars schema (`#/$defs/X`) to `prefix` + X.
+fn rewrite_refs(v: &mut Value, prefix: &str) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get_mut("$ref")
+                && let Some(name) = r.strip_prefix("#/$defs/")
+            {
+                *r = format!("{prefix}{name}");
+            }
+            for c in m.values_mut() {
+                rewrite_refs(c, prefix);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|c| rewrite_refs(c, prefix)),
+        _ => {}
+    }
+}
+
+/// The schema definitions of a kind, keyed like kube's OpenAPI (`io.k8s.api.core.v1.Pod`), with `$ref`s under
+/// `prefix`: built-in kinds from k8s-openapi's schemas (generated from kube's OpenAPI document), custom
+/// resources from their CRD's `openAPIV3Schema` with `metadata` pointing at ObjectMeta, as
+/// apiextensions-apiserver `pkg/controller/openapi/builder` does (definition name: reversed group, version,
+/// kind).
+fn kind_definitions(server: &ApiServer, t: &ResourceType, version: &str, prefix: &str) -> Vec<(String, Value)> {
+    let gvk = json!([{"group": t.group, "version": version, "kind": t.kind}]);
+    let mut out = Vec::new();
+    if !t.crd {
+        let Some(root) = super::validation::builtin::schema(&t.group, &t.plural) else {
+            return out;
+        };
+        let mut root = root.clone();
+        let defs = root.as_object_mut().and_then(|m| m.remove("$defs")).unwrap_or_default();
+        let name = root.get("title").and_then(|n| n.as_str()).map(String::from).unwrap_or_else(|| t.kind.clone());
+        if let Some(m) = root.as_object_mut() {
+            m.remove("$schema");
+            m.remove("title");
+            m.insert("x-kubernetes-group-version-kind".into(), gvk);
+        }
+        rewrite_refs(&mut root, prefix);
+        out.push((name, root));
+        if let Some(d) = defs.as_object() {
+            for (k, v) in d {
+                let mut v = v.clone();
+                rewrite_refs(&mut v, prefix);
+                out.push((k.clone(), v));
+            }
+        }
+        return out;
+    }
+    let crd_name = format!("{}.{}", t.plural, t.group);
+    let Some(crd) = server.get_object("apiextensions.k8s.io/v1", "customresourcedefinitions", None, &crd_name) else {
+        return out;
+    };
+    let schema = crd
+        .pointer("/spec/versions")
+        .and_then(|vs| vs.as_array())
+        .and_then(|vs| vs.iter().find(|x| x.get("name").and_then(|n| n.as_str()) == Some(version)))
+        .and_then(|x| x.pointer("/schema/openAPIV3Schema"))
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "object"}));
+    let mut schema = schema;
+    if let Some(m) = schema.as_object_mut() {
+        let props = m.entry("properties").or_insert_with(|| json!({}));
+        props["metadata"] = json!({"$ref": format!("{prefix}io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")});
+        props["apiVersion"] = json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."});
+        props["kind"] = json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."});
+        m.insert("x-kubernetes-group-version-kind".into(), gvk);
+    }
+    let reversed: Vec<&str> = t.group.split('.').rev().collect();
+    out.push((format!("{}.{version}.{}", reversed.join("."), t.kind), schema));
+    let mut meta = k8s_openapi::schemars::SchemaGenerator::default()
+        .into_root_schema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>()
+        .to_value();
+    let defs = meta.as_object_mut().and_then(|m| m.remove("$defs")).unwrap_or_default();
+    if let Some(m) = meta.as_object_mut() {
+        m.remove("$schema");
+        m.remove("title");
+    }
+    rewrite_refs(&mut meta, prefix);
+    out.push(("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(), meta));
+    if let Some(d) = defs.as_object() {
+        for (k, v) in d {
+            let mut v = v.clone();
+            rewrite_refs(&mut v, prefix);
+            out.push((k.clone(), v));
+        }
+    }
+    out
+}
+
+/// `/openapi/v2`: a Swagger 2.0 document with the definitions of every served kind (kube-openapi
+/// `pkg/handler`), so clients that read v2 (older kubectl validation) find the schemas.
+pub fn openapi_v2(server: &ApiServer) -> Value {
+    let mut defs = serde_json::Map::new();
+    for t in types(server).iter().filter(|t| !t.create_only) {
+        for v in &t.versions {
+            for (k, s) in kind_definitions(server, t, v, "#/definitions/") {
+                defs.entry(k).or_insert(s);
+            }
+        }
+    }
+    json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": server.inner.opts.git_version}, "paths": {}, "definitions": defs})
+}
+
+/// `/openapi/v3/api/v1` or `/openapi/v3/apis/{g}/{v}`: the schemas of the group-version's kinds
+/// (`components.schemas`, see `kind_definitions`, so `kubectl explain` works) and per kind the GET/PUT/PATCH
+/// operations with the `fieldValidation` query parameter, by which kubectl decides to rely on server-side field
+/// validation (kubectl `pkg/cmd/util` `QueryParamVerifierV3`).
 pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
     let ts: Vec<Arc<ResourceType>> =
         types(server).into_iter().filter(|t| t.group == g && t.versions.iter().any(|x| x == v)).collect();
@@ -229,6 +401,15 @@ pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
     }
     let prefix = if g.is_empty() { format!("/api/{v}") } else { format!("/apis/{g}/{v}") };
     let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    for t in &ts {
+        if t.create_only {
+            continue;
+        }
+        for (k, s) in kind_definitions(server, t, v, "#/components/schemas/") {
+            schemas.entry(k).or_insert(s);
+        }
+    }
     for t in ts {
         let p = if t.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
@@ -249,6 +430,15 @@ pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
         }));
     }
     Some(
-        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": server.inner.opts.git_version}, "paths": paths, "components": {"schemas": {}}}),
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": server.inner.opts.git_version}, "paths": paths, "components": {"schemas": schemas}}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn storage_version_hash_of_pods_matches_kube() {
+        // kube-apiserver answers `xPOwRZ+Yhw8=` for pods (core v1 Pod).
+        assert_eq!(super::storage_version_hash("", "v1", "Pod"), "xPOwRZ+Yhw8=");
+    }
 }

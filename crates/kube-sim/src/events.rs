@@ -36,9 +36,39 @@ fn rename(obj: &Value, to_events: bool, api_version: &str) -> Value {
     Value::Object(out)
 }
 
-/// Stored (core v1) Event → `events.k8s.io/v1`.
+/// Stored (core v1) Event → `events.k8s.io/v1`, with the fields the Go type always serialises
+/// (k8s.io/api `events/v1/types.go`: `eventTime`, `deprecatedSource`, `deprecatedFirstTimestamp` and
+/// `deprecatedLastTimestamp` have no `omitempty`; `note`, `action`, `reportingController` and
+/// `reportingInstance` do).
 pub fn to_external(obj: &Value) -> Value {
-    rename(obj, true, "events.k8s.io/v1")
+    let mut out = rename(obj, true, "events.k8s.io/v1");
+    if let Some(m) = out.as_object_mut() {
+        for k in ["eventTime", "deprecatedFirstTimestamp", "deprecatedLastTimestamp"] {
+            m.entry(k).or_insert(Value::Null);
+        }
+        m.entry("deprecatedSource").or_insert_with(|| Value::Object(Map::new()));
+        for k in ["note", "action", "reportingController", "reportingInstance"] {
+            if m.get(k).is_some_and(|v| v.as_str() == Some("")) {
+                m.remove(k);
+            }
+        }
+    }
+    out
+}
+
+/// A stored Event as core `v1` serialises it: `eventTime`, `firstTimestamp`, `lastTimestamp`, `source`,
+/// `reportingComponent` and `reportingInstance` have no `omitempty` (k8s.io/api `core/v1/types.go` `Event`).
+pub fn complete_core(obj: &mut Value) {
+    if let Some(m) = obj.as_object_mut() {
+        for k in ["eventTime", "firstTimestamp", "lastTimestamp"] {
+            m.entry(k).or_insert(Value::Null);
+        }
+        m.entry("source").or_insert_with(|| Value::Object(Map::new()));
+        m.entry("involvedObject").or_insert_with(|| Value::Object(Map::new()));
+        for k in ["reportingComponent", "reportingInstance"] {
+            m.entry(k).or_insert_with(|| Value::String(String::new()));
+        }
+    }
 }
 
 /// `events.k8s.io/v1` Event → stored (core v1) form.
@@ -69,6 +99,10 @@ mod tests {
         assert_eq!(ev["note"], "m");
         assert_eq!(ev["regarding"]["name"], "etcd-main");
         assert_eq!(ev["deprecatedCount"], 2);
-        assert_eq!(to_storage(&ev), core);
+        let mut back = to_storage(&ev);
+        for k in ["eventTime", "firstTimestamp", "lastTimestamp", "source"] {
+            back.as_object_mut().unwrap().remove(k);
+        }
+        assert_eq!(back, core);
     }
 }

@@ -120,6 +120,45 @@ fn plan(server: &ApiServer) -> Vec<Action> {
             }
         }
     }
+    // kube-controller-manager's pvc-protection controller (pkg/controller/volume/pvcprotection): a deleting
+    // PVC loses `kubernetes.io/pvc-protection` once no pod of its namespace uses it; the pv-protection
+    // controller releases a deleting PV that no claim is bound to.
+    for (g, p, o) in &all {
+        if !g.is_empty() || !deleting(o) {
+            continue;
+        }
+        let (fin, in_use) = match p.as_str() {
+            "persistentvolumeclaims" => {
+                let (ns, name) = (meta(o, "namespace"), meta(o, "name"));
+                let used = all.iter().any(|(pg, pp, pod)| {
+                    pg.is_empty()
+                        && pp == "pods"
+                        && meta(pod, "namespace") == ns
+                        && !matches!(
+                            pod.pointer("/status/phase").and_then(|x| x.as_str()),
+                            Some("Succeeded" | "Failed")
+                        )
+                        && pod.pointer("/spec/volumes").and_then(|v| v.as_array()).is_some_and(|vs| {
+                            vs.iter().any(|v| {
+                                v.pointer("/persistentVolumeClaim/claimName").and_then(|c| c.as_str()) == Some(name)
+                            })
+                        })
+                });
+                ("kubernetes.io/pvc-protection", used)
+            }
+            "persistentvolumes" => {
+                ("kubernetes.io/pv-protection", o.pointer("/status/phase").and_then(|x| x.as_str()) == Some("Bound"))
+            }
+            _ => continue,
+        };
+        let fins = finalizers(o);
+        if !in_use && fins.iter().any(|f| f == fin) {
+            let mut no = (**o).clone();
+            no["metadata"]["finalizers"] = json!(fins.iter().filter(|f| *f != fin).collect::<Vec<_>>());
+            let (g2, p2, ns, name) = key(g, p, o);
+            actions.push(Action::Replace { group: g2, plural: p2, ns, name, obj: no });
+        }
+    }
     // Dependents whose owners are all gone (background propagation).
     for (g, p, o) in &all {
         let owners = owner_uids(o);
@@ -154,11 +193,9 @@ pub fn after_delete(server: &ApiServer) {
                 }
                 Action::Replace { group, plural, ns, name, obj } => {
                     let nsopt = (!ns.is_empty()).then_some(ns.as_str());
+                    // With the resourceVersion of the planned snapshot: custom resources and Leases refuse
+                    // unconditional updates; a conflict is planned again in the next round.
                     server.with_system_ctx(&group, &plural, nsopt, |ctx| {
-                        let mut obj = obj;
-                        if let Some(m) = obj["metadata"].as_object_mut() {
-                            m.remove("resourceVersion");
-                        }
                         let _ = update(ctx, &name, Mutation::Replace(obj), None);
                     });
                 }

@@ -17,6 +17,7 @@ mod admission;
 mod apply;
 mod crd;
 pub use crd::parse_documents;
+mod corevalidation;
 mod discovery;
 mod events;
 mod faults;
@@ -96,7 +97,7 @@ impl Default for ApiServerOptions {
             bookmark_interval: Duration::from_secs(60),
             watch_history: 1000,
             bookmark_on_restart: true,
-            git_version: "v1.33.0".into(),
+            git_version: "v1.36.2".into(),
             default_watch_timeout: Duration::from_secs(1800),
         }
     }
@@ -112,6 +113,15 @@ pub struct UserInfo {
 }
 
 impl UserInfo {
+    /// The user of requests without credentials (kube-apiserver `--anonymous-auth`, on by default).
+    pub fn anonymous() -> UserInfo {
+        UserInfo { name: "system:anonymous".into(), groups: vec!["system:unauthenticated".into()] }
+    }
+
+    fn is_anonymous(&self) -> bool {
+        self.name == "system:anonymous"
+    }
+
     fn is_master(&self) -> bool {
         self.groups.iter().any(|g| g == "system:masters")
     }
@@ -268,9 +278,11 @@ impl ApiServer {
         transport::serve_http(self.clone(), addr).await
     }
 
-    /// A kubeconfig for `user` against `server_url` (an [`HttpEndpoint::url`]). client-go sends no bearer
-    /// token over plain HTTP, so the token also travels as a server URL path prefix (`/u/TOKEN`), which the
-    /// HTTP transport strips; the `token` field is kept for clients that do send it.
+    /// A kubeconfig for `user` against `server_url` (an [`HttpEndpoint::url`]). client-go reads a kubeconfig's
+    /// user credentials only for TLS servers (`clientcmd` `ClientConfig`: "only try to read the auth information
+    /// if we are secure"; checked with kubectl 1.32, which sends no `Authorization` over http), so the token also
+    /// travels as a server URL path prefix (`/u/TOKEN`) that the HTTP transport strips; the `token` field serves
+    /// kube-rs, which sends it.
     pub fn kubeconfig_yaml(&self, server_url: &str, user: &str, namespace: Option<&str>) -> String {
         let token = self.token_for(user).unwrap_or_else(|| self.add_user(user, &[]));
         let server_url = format!("{}{}{token}", server_url.trim_end_matches('/'), transport::TOKEN_PATH_PREFIX);

@@ -98,6 +98,11 @@ async fn forward_pod(
         })
     };
     let Some(target) = target else {
+        // A pod without an IP has no address to dial; kube's proxy refuses it before dialing
+        // (pkg/registry/core/pod/strategy.go `ResourceLocation` + apimachinery `proxy.IsProxyableIP`).
+        if pod_obj.pointer("/status/podIP").and_then(|i| i.as_str()).is_none_or(str::is_empty) {
+            return error_response(&ApiError::bad_request("address not allowed"));
+        }
         let shown = if port.is_empty() { pod.to_string() } else { format!("{pod}:{port}") };
         return error_response(&ApiError::new(
             503,

@@ -210,7 +210,16 @@ pub fn review(server: &ApiServer, user: &UserInfo, rt: &ResourceType, body: Valu
             out["status"] = json!({"resourceRules": rules_for(server, user, &ns), "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"]}], "incomplete": false});
         }
         "selfsubjectreviews" => {
-            out["status"] = json!({"userInfo": {"username": user.name, "groups": user.groups}});
+            // pkg/registry/authentication/selfsubjectreview/rest.go: the authenticated user as the
+            // authenticator saw it, with `system:authenticated` added by the authentication filter; the uid of a
+            // token-file user is its name here, as in realk8s' token file.
+            let mut groups = user.groups.clone();
+            let anon = user.name == "system:anonymous";
+            if !anon && !groups.iter().any(|g| g == "system:authenticated") {
+                groups.push("system:authenticated".into());
+            }
+            out["metadata"]["creationTimestamp"] = super::rest::now().into();
+            out["status"] = json!({"userInfo": {"username": user.name, "uid": user.name, "groups": groups}});
         }
         _ => return Err(ApiError::method_not_allowed()),
     }

@@ -304,6 +304,31 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
             cur[last] = v;
         }
     };
+    let template_spec: Option<&str> = match (group, plural) {
+        ("apps", "statefulsets" | "deployments" | "replicasets" | "daemonsets") | ("batch", "jobs") => {
+            Some("/spec/template/spec")
+        }
+        ("batch", "cronjobs") => Some("/spec/jobTemplate/spec/template/spec"),
+        ("", "replicationcontrollers") | ("", "podtemplates") => Some("/spec/template/spec"),
+        _ => None,
+    };
+    if let Some(spec) = template_spec.and_then(|p| obj.pointer_mut(p)) {
+        default_pod_spec(spec);
+    }
+    // Template ObjectMetas are non-pointer structs: always serialised, `{}` when empty.
+    if let Some(p) = template_spec {
+        let meta_ptr = p.trim_end_matches("/spec").to_string() + "/metadata";
+        if obj.pointer(p.trim_end_matches("/spec")).is_some() && obj.pointer(&meta_ptr).is_none() {
+            if let Some(t) = obj.pointer_mut(p.trim_end_matches("/spec")).and_then(|t| t.as_object_mut()) {
+                t.insert("metadata".into(), serde_json::json!({}));
+            }
+        }
+        if plural == "cronjobs"
+            && let Some(jt) = obj.pointer_mut("/spec/jobTemplate").and_then(|t| t.as_object_mut())
+        {
+            jt.entry("metadata").or_insert_with(|| serde_json::json!({}));
+        }
+    }
     match (group, plural) {
         ("apps", "statefulsets") => {
             ensure(obj, &["spec", "replicas"], 1.into());
@@ -332,13 +357,22 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
         }
         ("apps", "replicasets") => ensure(obj, &["spec", "replicas"], 1.into()),
         ("", "services") => {
+            // SetDefaults_Service (pkg/apis/core/v1/defaults.go); the IP allocation and IP families come from
+            // the Service REST create (pkg/registry/core/service/storage/alloc.go).
             ensure(obj, &["spec", "type"], "ClusterIP".into());
             ensure(obj, &["spec", "sessionAffinity"], "None".into());
+            ensure(obj, &["spec", "internalTrafficPolicy"], "Cluster".into());
             if obj.pointer("/spec/clusterIP").is_none() {
                 let n: u8 = rand::random::<u8>().max(2);
                 let m: u8 = rand::random();
                 ensure(obj, &["spec", "clusterIP"], format!("10.96.{m}.{n}").into());
             }
+            if let Some(ip) = obj.pointer("/spec/clusterIP").cloned() {
+                ensure(obj, &["spec", "clusterIPs"], serde_json::json!([ip]));
+            }
+            ensure(obj, &["spec", "ipFamilies"], serde_json::json!(["IPv4"]));
+            ensure(obj, &["spec", "ipFamilyPolicy"], "SingleStack".into());
+            ensure(obj, &["status", "loadBalancer"], serde_json::json!({}));
             if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(|p| p.as_array_mut()) {
                 for p in ports {
                     if p.get("protocol").is_none() {
@@ -353,10 +387,11 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
             }
         }
         ("", "pods") => {
-            ensure(obj, &["spec", "restartPolicy"], "Always".into());
-            ensure(obj, &["spec", "dnsPolicy"], "ClusterFirst".into());
-            ensure(obj, &["spec", "schedulerName"], "default-scheduler".into());
-            ensure(obj, &["spec", "terminationGracePeriodSeconds"], 30.into());
+            if let Some(spec) = obj.get_mut("spec") {
+                default_pod_spec(spec);
+            }
+            // SetDefaults_Pod: enableServiceLinks (pkg/apis/core/v1/defaults.go).
+            ensure(obj, &["spec", "enableServiceLinks"], true.into());
             ensure(obj, &["status", "phase"], "Pending".into());
         }
         ("", "persistentvolumeclaims") => {
@@ -372,9 +407,34 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
         }
         ("", "secrets") => ensure(obj, &["type"], "Opaque".into()),
         ("batch", "jobs") => {
+            // SetDefaults_Job (pkg/apis/batch/v1/defaults.go).
             ensure(obj, &["spec", "parallelism"], 1.into());
             ensure(obj, &["spec", "completions"], 1.into());
             ensure(obj, &["spec", "backoffLimit"], 6.into());
+            ensure(obj, &["spec", "completionMode"], "NonIndexed".into());
+            ensure(obj, &["spec", "suspend"], false.into());
+            ensure(obj, &["spec", "podReplacementPolicy"], "TerminatingOrFailed".into());
+            ensure(obj, &["spec", "manualSelector"], false.into());
+        }
+        ("batch", "cronjobs") => {
+            // SetDefaults_CronJob (pkg/apis/batch/v1/defaults.go).
+            ensure(obj, &["spec", "concurrencyPolicy"], "Allow".into());
+            ensure(obj, &["spec", "suspend"], false.into());
+            ensure(obj, &["spec", "successfulJobsHistoryLimit"], 3.into());
+            ensure(obj, &["spec", "failedJobsHistoryLimit"], 1.into());
+        }
+        ("", "persistentvolumes") => {
+            // SetDefaults_PersistentVolume and the hostPath type default (pkg/apis/core/v1/defaults.go).
+            ensure(obj, &["spec", "persistentVolumeReclaimPolicy"], "Retain".into());
+            ensure(obj, &["spec", "volumeMode"], "Filesystem".into());
+            if obj.pointer("/spec/hostPath").is_some() {
+                ensure(obj, &["spec", "hostPath", "type"], "".into());
+            }
+        }
+        ("storage.k8s.io", "storageclasses") => {
+            // SetDefaults_StorageClass (pkg/apis/storage/v1/defaults.go).
+            ensure(obj, &["reclaimPolicy"], "Delete".into());
+            ensure(obj, &["volumeBindingMode"], "Immediate".into());
         }
         ("", "events") => {
             ensure(obj, &["type"], "Normal".into());
@@ -383,8 +443,101 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
     }
 }
 
+/// Defaults of a pod spec and its containers (pkg/apis/core/v1/defaults.go `SetDefaults_PodSpec`,
+/// `SetDefaults_Container`, `SetDefaults_ContainerPort`; `resources` and `securityContext` are non-pointer /
+/// defaulted structs that serialise as `{}`).
+pub fn default_pod_spec(spec: &mut Value) {
+    let Some(m) = spec.as_object_mut() else {
+        return;
+    };
+    let mut set = |k: &str, v: Value| {
+        if m.get(k).is_none_or(|x| x.is_null()) {
+            m.insert(k.into(), v);
+        }
+    };
+    set("dnsPolicy", "ClusterFirst".into());
+    set("restartPolicy", "Always".into());
+    set("terminationGracePeriodSeconds", 30.into());
+    set("securityContext", serde_json::json!({}));
+    set("schedulerName", "default-scheduler".into());
+    for key in ["containers", "initContainers"] {
+        if let Some(cs) = m.get_mut(key).and_then(|c| c.as_array_mut()) {
+            for c in cs.iter_mut().filter_map(|c| c.as_object_mut()) {
+                let image = c.get("image").and_then(|i| i.as_str()).unwrap_or_default().to_string();
+                // An image without tag or with `:latest` is pulled always (SetDefaults_Container).
+                let last = image.rsplit('/').next().unwrap_or_default();
+                let latest = !image.contains('@') && (!last.contains(':') || last.ends_with(":latest"));
+                let mut cset = |k: &str, v: Value| {
+                    if c.get(k).is_none_or(|x| x.is_null()) {
+                        c.insert(k.into(), v);
+                    }
+                };
+                cset("terminationMessagePath", "/dev/termination-log".into());
+                cset("terminationMessagePolicy", "File".into());
+                cset("imagePullPolicy", if latest { "Always" } else { "IfNotPresent" }.into());
+                cset("resources", serde_json::json!({}));
+                if let Some(ports) = c.get_mut("ports").and_then(|p| p.as_array_mut()) {
+                    for p in ports.iter_mut().filter_map(|p| p.as_object_mut()) {
+                        p.entry("protocol").or_insert_with(|| "TCP".into());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The Go zero value of a built-in kind as the API server serialises it (`runtime.DefaultUnstructuredConverter`
+/// of `newObjectFunc()`), reduced to its structs and non-omitempty lists: non-pointer struct fields always exist
+/// (k8s.io/api `core/v1/types.go`, `apps/v1/types.go`, `batch/v1/types.go`, `rbac/v1/types.go`, ...), so
+/// structured-merge-diff never counts them as added. Custom resources start from nothing.
+pub fn zero_object(api_version: &str, plural: &str) -> Value {
+    use serde_json::json;
+    let template = || json!({"metadata": {}, "spec": {"containers": null}});
+    match (api_version, plural) {
+        ("v1", "pods") => json!({"metadata": {}, "spec": {"containers": null}, "status": {}}),
+        ("v1", "services") => json!({"metadata": {}, "spec": {}, "status": {"loadBalancer": {}}}),
+        ("v1", "persistentvolumeclaims") => json!({"metadata": {}, "spec": {"resources": {}}, "status": {}}),
+        ("v1", "persistentvolumes") | ("v1", "namespaces") => json!({"metadata": {}, "spec": {}, "status": {}}),
+        ("v1", "nodes") => {
+            json!({"metadata": {}, "spec": {}, "status": {"daemonEndpoints": {"kubeletEndpoint": {}}, "nodeInfo": {}}})
+        }
+        ("v1", "events") => json!({"metadata": {}, "involvedObject": {}, "source": {}, "eventTime": null,
+            "firstTimestamp": null, "lastTimestamp": null, "reportingComponent": "", "reportingInstance": ""}),
+        ("events.k8s.io/v1", "events") => json!({"metadata": {}, "regarding": {}, "deprecatedSource": {},
+            "eventTime": null, "deprecatedFirstTimestamp": null, "deprecatedLastTimestamp": null}),
+        ("v1", "replicationcontrollers") => json!({"metadata": {}, "spec": {}, "status": {}}),
+        ("coordination.k8s.io/v1", "leases") => json!({"metadata": {}, "spec": {}}),
+        ("apps/v1", "statefulsets") | ("apps/v1", "daemonsets") => {
+            json!({"metadata": {}, "spec": {"template": template(), "updateStrategy": {}}, "status": {}})
+        }
+        ("apps/v1", "deployments") => {
+            json!({"metadata": {}, "spec": {"template": template(), "strategy": {}}, "status": {}})
+        }
+        ("apps/v1", "replicasets") | ("batch/v1", "jobs") => {
+            json!({"metadata": {}, "spec": {"template": template()}, "status": {}})
+        }
+        ("batch/v1", "cronjobs") => {
+            json!({"metadata": {}, "spec": {"jobTemplate": {"metadata": {}, "spec": {"template": template()}}}, "status": {}})
+        }
+        ("policy/v1", "poddisruptionbudgets") => json!({"metadata": {}, "spec": {}, "status": {}}),
+        ("rbac.authorization.k8s.io/v1", "roles") | ("rbac.authorization.k8s.io/v1", "clusterroles") => {
+            json!({"metadata": {}, "rules": null})
+        }
+        ("rbac.authorization.k8s.io/v1", "rolebindings") | ("rbac.authorization.k8s.io/v1", "clusterrolebindings") => {
+            json!({"metadata": {}, "roleRef": {}})
+        }
+        ("apiextensions.k8s.io/v1", "customresourcedefinitions") => {
+            json!({"metadata": {}, "spec": {"names": {}, "versions": null}, "status": {"acceptedNames": {}, "storedVersions": null}})
+        }
+        _ => json!({"metadata": {}}),
+    }
+}
+
 /// Whether a built-in (group, plural) carries `metadata.generation` (custom resources always do).
 /// kube-apiserver sets it for workload/policy kinds and CRDs, not for core kinds like ConfigMap or Lease.
-pub fn generation_tracked(group: &str, _plural: &str) -> bool {
+pub fn generation_tracked(group: &str, plural: &str) -> bool {
+    // Pods too since PodObservedGenerationTracking (pkg/registry/core/pod/strategy.go `PrepareForCreate` sets
+    // generation 1, `PrepareForUpdate` bumps it on spec changes).
     matches!(group, "apps" | "batch" | "policy" | "apiextensions.k8s.io" | "networking.k8s.io")
+        || (group.is_empty() && plural == "pods")
 }

@@ -141,6 +141,66 @@ pub fn parse_resource_path(path: &str) -> Option<ResInfo> {
     Some(info)
 }
 
+thread_local! {
+    /// `Warning` headers of the request being handled on this thread (the verb handlers are synchronous).
+    static WARNINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Adds a `Warning: 299 - "msg"` header to the answer of the current request.
+pub fn add_warning(msg: String) {
+    WARNINGS.with(|w| {
+        let mut w = w.borrow_mut();
+        if !w.contains(&msg) {
+            w.push(msg);
+        }
+    });
+}
+
+fn take_warnings() -> Vec<String> {
+    WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut()))
+}
+
+fn with_warnings(mut resp: Response<Body>, warnings: Vec<String>) -> Response<Body> {
+    for w in warnings {
+        let v = format!("299 - {}", Value::String(w));
+        if let Ok(h) = http::HeaderValue::from_str(&v) {
+            resp.headers_mut().append("warning", h);
+        }
+    }
+    resp
+}
+
+/// Drops the fields a built-in kind does not declare (k8s-openapi schemas, see
+/// [`super::validation::builtin`]): with `fieldValidation=Strict` they are a 400 like the strict decoder's
+/// (`<Kind> in version "v1" cannot be handled as a <Kind>: strict decoding error: unknown field "x"`), otherwise
+/// dropped with a warning each (apiserver pkg/endpoints/handlers/rest.go `fieldValidation`).
+fn prune_builtin(ctx: &Ctx, obj: &mut Value) -> Result<(), ApiError> {
+    if ctx.rt.crd {
+        return Ok(());
+    }
+    let before = ctx.strict.then(|| obj.clone());
+    let unknown = super::validation::builtin::prune_unknown(&ctx.rt.group, &ctx.rt.plural, obj);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    if let Some(before) = before {
+        *obj = before;
+        let list: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
+            list.join(", "),
+            kind = ctx.rt.kind,
+            v = ctx.version
+        )));
+    }
+    if ctx.warn_unknown {
+        for p in unknown {
+            add_warning(format!("unknown field \"{p}\""));
+        }
+    }
+    Ok(())
+}
+
 /// Per-request context for the generic handlers.
 pub struct Ctx<'a> {
     /// The server.
@@ -157,8 +217,11 @@ pub struct Ctx<'a> {
     pub dry_run: bool,
     /// fieldManager (query or derived from the User-Agent).
     pub manager: String,
-    /// `fieldValidation=Strict`: unknown fields of custom resources are an error instead of pruned.
+    /// `fieldValidation=Strict`: unknown fields are an error instead of pruned.
     pub strict: bool,
+    /// Pruned unknown fields are reported as `Warning` headers (`fieldValidation=Warn`, the default; not
+    /// with `Ignore`).
+    pub warn_unknown: bool,
 }
 
 impl Ctx<'_> {
@@ -177,9 +240,17 @@ impl Ctx<'_> {
     fn api_version(&self) -> String {
         self.rt.api_version(&self.version)
     }
+    /// The Go zero value of this kind in the request's version (see [`super::resources::zero_object`]).
+    fn zero(&self) -> Value {
+        if self.rt.crd { json!({}) } else { super::resources::zero_object(&self.api_version(), &self.rt.plural) }
+    }
+
     /// Object as returned to the client (apiVersion of the requested version).
     fn out(&self, obj: &Value) -> Value {
         let mut o = if self.events_api() { super::events::to_external(obj) } else { obj.clone() };
+        if self.rt.group.is_empty() && self.rt.plural == "events" {
+            super::events::complete_core(&mut o);
+        }
         o["apiVersion"] = self.api_version().into();
         o
     }
@@ -345,6 +416,11 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
 }
 
 /// Immutability rules of built-in kinds that clients run into (422 like kube-apiserver).
+/// kube prints the old Go struct of an immutable template (`core.PodTemplateSpec{...}`), not reproduced.
+fn go_struct_placeholder() -> &'static str {
+    "core.PodTemplateSpec{...}"
+}
+
 fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<(), ApiError> {
     let forbid = |field: &str, msg: &str| {
         Err(ApiError::invalid(
@@ -389,6 +465,66 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                 return forbid("immutable", "field is immutable when `immutable` is set");
             }
         }
+        ("", "pods") => {
+            // ValidatePodUpdate (pkg/apis/core/validation/validation.go): only images, activeDeadlineSeconds,
+            // tolerations and terminationGracePeriodSeconds may change. The real message ends with a diff of
+            // the internal PodSpec, which is not reproduced.
+            let strip = |o: &Value| {
+                let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
+                if let Some(m) = spec.as_object_mut() {
+                    for f in
+                        ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates"]
+                    {
+                        m.remove(f);
+                    }
+                    for key in ["containers", "initContainers"] {
+                        if let Some(cs) = m.get_mut(key).and_then(|c| c.as_array_mut()) {
+                            for c in cs.iter_mut().filter_map(|c| c.as_object_mut()) {
+                                c.remove("image");
+                            }
+                        }
+                    }
+                }
+                spec
+            };
+            if strip(cur) != strip(new) {
+                return forbid(
+                    "spec",
+                    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+                );
+            }
+        }
+        ("batch", "jobs") => {
+            // ValidateJobSpecUpdate (pkg/apis/batch/validation/validation.go): the template is immutable
+            // (except while suspended, not modelled) and so are selector and completionMode.
+            if cur.pointer("/spec/template") != new.pointer("/spec/template") {
+                let suspended = cur.pointer("/spec/suspend").and_then(|s| s.as_bool()) == Some(true);
+                if !suspended {
+                    return Err(ApiError::invalid(
+                        &ctx.rt.kind,
+                        &ctx.rt.group,
+                        name,
+                        &[(
+                            "FieldValueInvalid".into(),
+                            "spec.template".into(),
+                            format!("Invalid value: {}: field is immutable", go_struct_placeholder()),
+                        )],
+                    ));
+                }
+            }
+        }
+        ("", "secrets") if cur.get("type") != new.get("type") => {
+            return Err(ApiError::invalid(
+                &ctx.rt.kind,
+                &ctx.rt.group,
+                name,
+                &[(
+                    "FieldValueInvalid".into(),
+                    "type".into(),
+                    format!("Invalid value: {}: field is immutable", new.get("type").cloned().unwrap_or_default()),
+                )],
+            ));
+        }
         ("", "persistentvolumeclaims") => {
             let strip = |o: &Value| {
                 let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
@@ -413,16 +549,27 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
     Ok(())
 }
 
+/// Validation of the built-in kinds (see [`super::corevalidation`]); the 422 on failure.
+fn validate_builtin(ctx: &Ctx, name: &str, obj: &Value) -> Result<(), ApiError> {
+    let causes = super::corevalidation::validate(&ctx.rt.group, &ctx.rt.plural, &ctx.ns_key(), obj);
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes)) }
+}
+
 /// Runs CRD defaulting, pruning and validation; returns the 422 on failure.
 fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope) -> Result<(), ApiError> {
     let Some(v) = ctx.rt.validators.get(&ctx.version).or_else(|| ctx.rt.validators.values().next()) else {
         return Ok(());
     };
-    let before = ctx.strict.then(|| obj.clone());
+    let before = (ctx.strict || ctx.warn_unknown).then(|| obj.clone());
     v.default_and_prune(obj);
     if let Some(before) = before {
         let mut unknown = Vec::new();
         pruned_paths(&before, obj, "", &mut unknown);
+        if !ctx.strict {
+            for p in unknown.drain(..) {
+                add_warning(format!("unknown field \"{p}\""));
+            }
+        }
         if !unknown.is_empty() {
             let list: Vec<String> = unknown.iter().map(|p| format!("unknown field \"{p}\"")).collect();
             return Err(ApiError::bad_request(format!(
@@ -535,6 +682,10 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
         }
         _ => {}
     }
+    prune_builtin(ctx, &mut obj)?;
+    if !ctx.rt.crd {
+        super::corevalidation::decode_errors(&ctx.rt.group, &ctx.rt.plural, &ctx.rt.kind, &ctx.version, &obj)?;
+    }
     obj["apiVersion"] = ctx.rt.api_version(ctx.rt.preferred()).into();
     obj["kind"] = ctx.rt.kind.clone().into();
     if !obj.get("metadata").is_some_and(|m| m.is_object()) {
@@ -600,13 +751,162 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
         && let Some(m) = obj.as_object_mut()
     {
         m.remove("status");
+        // The status a new object starts with: the Go zero value of its status type (non-omitempty counters),
+        // as the create strategies reset it (pkg/registry/apps/*/strategy.go, policy/poddisruptionbudget).
+        let zero = match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
+            ("apps", "statefulsets") => Some(json!({"availableReplicas": 0, "replicas": 0})),
+            ("apps", "replicasets") => Some(json!({"replicas": 0})),
+            ("apps", "daemonsets") => Some(
+                json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
+            ),
+            ("apps", "deployments") | ("batch", "jobs") | ("batch", "cronjobs") => Some(json!({})),
+            ("policy", "poddisruptionbudgets") => {
+                Some(json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0}))
+            }
+            ("", "persistentvolumes") => Some(json!({"phase": "Pending"})),
+            _ => None,
+        };
+        if let Some(z) = zero {
+            m.insert("status".into(), z);
+        }
     }
     validate_metadata(&ctx.rt, &name, &obj)?;
     apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut obj);
+    // The StorageObjectInUseProtection admission plugin
+    // (plugin/pkg/admission/storage/storageobjectinuseprotection/admission.go) adds the protection finalizers.
+    let protection = match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
+        ("", "persistentvolumeclaims") => Some("kubernetes.io/pvc-protection"),
+        ("", "persistentvolumes") => Some("kubernetes.io/pv-protection"),
+        _ => None,
+    };
+    if let Some(fin) = protection {
+        let mut fins = finalizers(&obj);
+        if !fins.iter().any(|f| f == fin) {
+            fins.push(fin.into());
+            obj["metadata"]["finalizers"] = json!(fins);
+        }
+    }
     if ctx.rt.crd {
         validate_custom(ctx, &mut obj, None, Scope::Main)?;
+    } else {
+        validate_builtin(ctx, &name, &obj)?;
     }
     Ok(obj)
+}
+
+/// What create strategies add after managedFields are computed: a Job's generated selector and template labels
+/// (pkg/registry/batch/job/strategy.go `generateSelector`), a DaemonSet's template generation annotation
+/// (pkg/registry/apps/daemonset/strategy.go), a PersistentVolume's phase transition time.
+fn create_strategy_fields(ctx: &Ctx, obj: &mut Value) {
+    let uid = obj.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default().to_string();
+    let name = obj.pointer("/metadata/name").and_then(|u| u.as_str()).unwrap_or_default().to_string();
+    match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
+        ("batch", "jobs") if obj.pointer("/spec/manualSelector").and_then(|m| m.as_bool()) != Some(true) => {
+            if obj.pointer("/spec/selector").is_none() {
+                obj["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+            }
+            if obj.pointer("/spec/template").is_some() {
+                if obj.pointer("/spec/template/metadata/labels").is_none() {
+                    obj["spec"]["template"]["metadata"]["labels"] = json!({});
+                }
+                if let Some(l) = obj.pointer_mut("/spec/template/metadata/labels").and_then(|l| l.as_object_mut()) {
+                    for (k, v) in [
+                        ("batch.kubernetes.io/controller-uid", &uid),
+                        ("batch.kubernetes.io/job-name", &name),
+                        ("controller-uid", &uid),
+                        ("job-name", &name),
+                    ] {
+                        l.entry(k).or_insert_with(|| v.clone().into());
+                    }
+                }
+            }
+        }
+        ("apps", "daemonsets") => {
+            if let Some(md) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                let ann = md.entry("annotations").or_insert_with(|| json!({}));
+                ann["deprecated.daemonset.template.generation"] = "1".into();
+            }
+        }
+        ("", "persistentvolumes") => {
+            obj["status"]["lastPhaseTransitionTime"] = now().into();
+        }
+        _ => {}
+    }
+}
+
+/// What kube-apiserver's default admission plugins add to a new pod, after managedFields are computed: `priority`
+/// 0 and `preemptionPolicy` (plugin/pkg/admission/priority), the not-ready/unreachable `NoExecute` tolerations
+/// of 300 s (plugin/pkg/admission/defaulttolerationseconds), and the `qosClass` of its status
+/// (pkg/apis/core/helper/qos).
+fn pod_admission_defaults(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(|s| s.as_object_mut()) else {
+        return;
+    };
+    spec.entry("priority").or_insert(json!(0));
+    spec.entry("preemptionPolicy").or_insert(json!("PreemptLowerPriority"));
+    let tol = spec.entry("tolerations").or_insert(json!([]));
+    if let Some(t) = tol.as_array_mut() {
+        for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+            let tolerated = t.iter().any(|x| {
+                (x.get("key").and_then(|k| k.as_str()) == Some(key) || x.get("key").is_none())
+                    && x.get("effect").and_then(|e| e.as_str()).is_none_or(|e| e == "NoExecute")
+            });
+            if !tolerated {
+                t.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+            }
+        }
+    }
+    let containers: Vec<Value> = spec.get("containers").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    let res = |c: &Value, kind: &str, r: &str| c.pointer(&format!("/resources/{kind}/{r}")).cloned();
+    let best_effort = containers.iter().all(|c| {
+        c.pointer("/resources/requests").and_then(|r| r.as_object()).is_none_or(|r| r.is_empty())
+            && c.pointer("/resources/limits").and_then(|r| r.as_object()).is_none_or(|r| r.is_empty())
+    });
+    let guaranteed = !containers.is_empty()
+        && containers.iter().all(|c| {
+            ["cpu", "memory"].iter().all(|r| {
+                let l = res(c, "limits", r);
+                l.is_some() && res(c, "requests", r).is_none_or(|q| Some(q) == l)
+            })
+        });
+    let qos = if best_effort {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    };
+    if obj.pointer("/status/qosClass").is_none() {
+        obj["status"]["qosClass"] = qos.into();
+    }
+}
+
+/// `obj` without what registry strategies (`PrepareForCreate`, REST create) and admission plugins add on
+/// create: namespace `spec.finalizers`, Service cluster IPs and IP families, protection finalizers.
+fn without_strategy_fields(ctx: &Ctx, obj: &Value) -> Value {
+    let mut o = obj.clone();
+    match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
+        ("", "namespaces") => {
+            if let Some(spec) = o.get_mut("spec").and_then(|s| s.as_object_mut()) {
+                spec.remove("finalizers");
+            }
+        }
+        ("", "services") => {
+            if let Some(spec) = o.get_mut("spec").and_then(|s| s.as_object_mut()) {
+                for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+                    spec.remove(f);
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(f) = o.pointer_mut("/metadata/finalizers").and_then(|f| f.as_array_mut()) {
+        f.retain(|x| !matches!(x.as_str(), Some("kubernetes.io/pvc-protection" | "kubernetes.io/pv-protection")));
+        if f.is_empty() {
+            o["metadata"].as_object_mut().map(|m| m.remove("finalizers"));
+        }
+    }
+    o
 }
 
 /// Creates an object (the POST handler body).
@@ -616,8 +916,21 @@ pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Va
     let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let ts = now();
     if apply_manager.is_none() {
-        apply::record_update(None, &mut obj, &ctx.manager, &ctx.api_version(), "", &ts);
+        // managedFields are computed by the handler before the registry strategy and admission run
+        // (apiserver pkg/endpoints/handlers/create.go): what they add is nobody's.
+        let mut seen = without_strategy_fields(ctx, &obj);
+        apply::record_update(None, &mut seen, &ctx.manager, &ctx.api_version(), "", &ts, &ctx.zero(), !ctx.rt.crd);
+        match seen.pointer("/metadata/managedFields") {
+            Some(mf) => obj["metadata"]["managedFields"] = mf.clone(),
+            None => {
+                obj["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
+            }
+        }
     }
+    if !ctx.rt.crd && ctx.rt.group.is_empty() && ctx.rt.plural == "pods" {
+        pod_admission_defaults(&mut obj);
+    }
+    create_strategy_fields(ctx, &mut obj);
     admit(ctx, AdmissionOperation::Create, None, &name, Some(&obj), None)?;
     if ctx.events_api() {
         obj = super::events::to_storage(&obj);
@@ -674,11 +987,7 @@ pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
     let st = ctx.server.inner.state.lock().unwrap();
     let (list_rv, start_after) = match &opts.cont {
         Some(c) if !c.is_empty() => {
-            let (rv, after) = decode_continue(c).ok_or_else(|| {
-                ApiError::bad_request(
-                    "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
-                )
-            })?;
+            let (rv, after) = decode_continue(c).ok_or_else(|| ApiError::bad_request(continue_error(c)))?;
             let (ns, name) = after.split_once('\u{1}').unwrap_or(("", after.as_str()));
             (rv, Some((ns.to_string(), name.to_string())))
         }
@@ -716,6 +1025,37 @@ fn encode_continue(rv: u64, after: &str) -> String {
         .encode(serde_json::to_vec(&json!({"v":"meta.k8s.io/v1","rv":rv,"start":after})).unwrap())
 }
 
+/// The message of apiserver `storage/continue.go` `DecodeContinue` for a token that does not decode:
+/// base64 (RawURLEncoding) then JSON errors as Go words them.
+fn continue_error(c: &str) -> String {
+    use base64::Engine;
+    // Go's RawURLEncoding ignores trailing bits.
+    let lenient = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    let inner = match lenient.decode(c) {
+        Err(base64::DecodeError::InvalidByte(at, _)) | Err(base64::DecodeError::InvalidLastSymbol(at, _)) => {
+            format!("illegal base64 data at input byte {at}")
+        }
+        Err(_) => format!("illegal base64 data at input byte {}", c.len()),
+        Ok(raw) => match raw.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(&b) if !matches!(b, b'{' | b'[' | b'"' | b't' | b'f' | b'n' | b'-' | b'0'..=b'9') => {
+                let ch = if (0x20..0x7f).contains(&b) && b != b'\'' {
+                    (b as char).to_string()
+                } else {
+                    format!("\\u{:04x}", b)
+                };
+                format!("invalid character '{ch}' looking for beginning of value")
+            }
+            _ => "incorrect encoded start resourceVersion (version meta.k8s.io/v1)".to_string(),
+        },
+    };
+    format!("invalid continue token: continue key is not valid: {inner}")
+}
+
 fn decode_continue(c: &str) -> Option<(u64, String)> {
     use base64::Engine;
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c.trim_end_matches('=')).ok()?;
@@ -729,8 +1069,16 @@ pub fn list(ctx: &Ctx, opts: &ListOpts) -> Result<Value, ApiError> {
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
         meta["continue"] = c.into();
+    } else if ctx.rt.crd {
+        // Unstructured list metadata always carries `continue` (apimachinery unstructured.UnstructuredList).
+        meta["continue"] = "".into();
     }
-    if let Some(r) = remaining {
+    // The storage counts the remaining items only for lists without selectors
+    // (apiserver pkg/storage/etcd3/store.go `GetList`: `if pred.Empty()`).
+    if let Some(r) = remaining
+        && opts.labels.0.is_empty()
+        && opts.fields.0.is_empty()
+    {
         meta["remainingItemCount"] = r.into();
     }
     Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": items}))
@@ -772,7 +1120,13 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
                     }
                     patch::strategic_merge(&mut new, p).map_err(ApiError::bad_request)?
                 }
-                other => return Err(ApiError::unsupported_media(other)),
+                // The patch handler's answer to a content type it does not know
+                // (apiserver pkg/endpoints/handlers/patch.go, `negotiation.NewUnsupportedMediaTypeError`).
+                _ => {
+                    let mut e = ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type");
+                    e.details = Some(json!({}));
+                    return Err(e);
+                }
             }
             Ok(new)
         }
@@ -781,7 +1135,16 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
             if sub == Some("status") {
                 cfgv = json!({"apiVersion": cfgv.get("apiVersion"), "kind": cfgv.get("kind"), "metadata": cfgv.get("metadata"), "status": cfgv.get("status")});
             }
-            match apply::apply(Some(&new), &cfgv, &ctx.manager, &ctx.api_version(), *force, &now(), sub.unwrap_or("")) {
+            match apply::apply(
+                Some(&new),
+                &cfgv,
+                &ctx.manager,
+                &ctx.api_version(),
+                *force,
+                &now(),
+                sub.unwrap_or(""),
+                !ctx.rt.crd,
+            ) {
                 Ok(v) => Ok(v),
                 Err(conflicts) => Err(apply_conflict(ctx, cur, conflicts)),
             }
@@ -833,18 +1196,41 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                 if cfgv.pointer("/metadata/name").is_none() {
                     cfgv["metadata"]["name"] = name.into();
                 }
-                let mut obj = apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now(), "")
-                    .map_err(|_| ApiError::internal("apply"))?;
+                let mut obj =
+                    apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now(), "", !ctx.rt.crd)
+                        .map_err(|_| ApiError::internal("apply"))?;
                 if let Some(md) = obj["metadata"].as_object_mut() {
                     md.remove("resourceVersion");
                 }
                 return create(ctx, obj, Some(cfg)).map(|o| (o, true));
+            }
+            // `AllowCreateOnUpdate() == true`: PUT creates Leases, Events and Endpoints
+            // (pkg/registry/coordination/lease/strategy.go, core/event/strategy.go, core/endpoint/strategy.go).
+            if let Mutation::Replace(body) = &m
+                && sub.is_none()
+                && !ctx.rt.crd
+                && matches!(
+                    (ctx.rt.group.as_str(), ctx.rt.plural.as_str()),
+                    ("coordination.k8s.io", "leases")
+                        | ("", "events")
+                        | ("events.k8s.io", "events")
+                        | ("", "endpoints")
+                )
+            {
+                let mut body = body.clone();
+                if let Some(md) = body.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                    md.remove("resourceVersion");
+                }
+                return create(ctx, body, None).map(|o| (o, true));
             }
             return Err(ApiError::not_found(&ctx.rname(), name));
         };
         let mut new = apply_mutation(ctx, &cur, &m, sub)?;
         if !new.is_object() {
             return Err(ApiError::bad_request("the object provided is not a JSON object"));
+        }
+        if !matches!(m, Mutation::Apply(..)) {
+            prune_builtin(ctx, &mut new)?;
         }
         if ctx.events_api() {
             new = super::events::to_storage(&new);
@@ -858,6 +1244,25 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         };
         if explicit_rv && body_rv != cur_rv {
             return Err(ApiError::conflict(&ctx.rname(), name));
+        }
+        // Strategies with `AllowUnconditionalUpdate() == false` (custom resources:
+        // apiextensions-apiserver pkg/registry/customresource/strategy.go; Leases:
+        // pkg/registry/coordination/lease/strategy.go) need a resourceVersion on PUT
+        // (generic/registry/store.go `Update`).
+        if matches!(m, Mutation::Replace(_))
+            && body_rv.is_empty()
+            && (ctx.rt.crd || (ctx.rt.group == "coordination.k8s.io" && ctx.rt.plural == "leases"))
+        {
+            return Err(ApiError::invalid(
+                &ctx.rt.plural,
+                &ctx.rt.group,
+                name,
+                &[(
+                    "FieldValueInvalid".into(),
+                    "metadata.resourceVersion".into(),
+                    "Invalid value: 0: must be specified for an update".into(),
+                )],
+            ));
         }
         let cur_uid = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
         if let Some(uid) = new.pointer("/metadata/uid").and_then(|u| u.as_str())
@@ -928,7 +1333,32 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             }
         }
         match sub {
+            Some("status") if !ctx.rt.crd => {
+                // Built-in status strategies reset only the spec-like fields and ownerReferences
+                // (pkg/registry/*/strategy.go `GetResetFields` of the status strategies): label, annotation and
+                // finalizer changes made through /status are kept.
+                let mut merged = new.clone();
+                let keep: Vec<String> = cur
+                    .as_object()
+                    .map(|o| o.keys().filter(|k| *k != "status" && *k != "metadata").cloned().collect())
+                    .unwrap_or_default();
+                if let Some(mo) = merged.as_object_mut() {
+                    mo.retain(|k, _| k == "status" || k == "metadata" || k == "apiVersion" || k == "kind");
+                }
+                for k in keep {
+                    merged[&k] = cur[&k].clone();
+                }
+                match cur.pointer("/metadata/ownerReferences") {
+                    Some(o) => merged["metadata"]["ownerReferences"] = o.clone(),
+                    None => {
+                        merged["metadata"].as_object_mut().unwrap().remove("ownerReferences");
+                    }
+                }
+                new = merged;
+            }
             Some("status") => {
+                // Custom resources keep only status (apiextensions-apiserver pkg/registry/customresource/
+                // status_strategy.go `PrepareForUpdate` copies the old object and sets status and managedFields).
                 let st = new.get("status").cloned();
                 let mut merged = (*cur).clone();
                 match st {
@@ -963,8 +1393,15 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         }
         apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut new);
         if sub.is_none() {
+            if !ctx.rt.crd && !matches!(m, Mutation::Apply(..)) {
+                super::corevalidation::decode_errors(&ctx.rt.group, &ctx.rt.plural, &ctx.rt.kind, &ctx.version, &new)?;
+            }
             check_immutable(ctx, name, &cur, &new)?;
             validate_metadata(&ctx.rt, name, &new)?;
+            if !ctx.rt.crd {
+                let out = ctx.out(&new);
+                validate_builtin(ctx, name, &out)?;
+            }
         }
         if ctx.rt.crd {
             let scope = if sub == Some("status") { Scope::Status } else { Scope::Main };
@@ -982,7 +1419,16 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         }
         let ts = now();
         if !matches!(m, Mutation::Apply(..)) {
-            apply::record_update(Some(&cur), &mut new, &ctx.manager, &ctx.api_version(), sub.unwrap_or(""), &ts);
+            apply::record_update(
+                Some(&cur),
+                &mut new,
+                &ctx.manager,
+                &ctx.api_version(),
+                sub.unwrap_or(""),
+                &ts,
+                &ctx.zero(),
+                !ctx.rt.crd,
+            );
         }
         new["metadata"]["resourceVersion"] = cur_rv.clone().into();
         if new == *cur {
@@ -1076,7 +1522,7 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     }
     admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
     if ctx.dry_run {
-        return Ok(ctx.out(&cur));
+        return Ok(deleted_answer(ctx, &cur));
     }
     let is_ns = ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces";
     let mut fins = finalizers(&cur);
@@ -1098,12 +1544,17 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
         super::crd::after_remove(ctx.server, &ctx.rt, &cur);
         gc::after_delete(ctx.server);
         out["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
-        return Ok(out);
+        return Ok(deleted_answer(ctx, &out));
     }
     let mut new = (*cur).clone();
     if new.pointer("/metadata/deletionTimestamp").is_none() {
         new["metadata"]["deletionTimestamp"] = now().into();
         new["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+        // rest.BeforeDelete (apiserver pkg/registry/rest/delete.go) bumps the generation when it sets the
+        // deletionTimestamp of an object that tracks one.
+        if let Some(g) = new.pointer("/metadata/generation").and_then(|g| g.as_i64()) {
+            new["metadata"]["generation"] = (g + 1).into();
+        }
     }
     if !fins.is_empty() {
         new["metadata"]["finalizers"] = json!(fins);
@@ -1115,6 +1566,151 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     drop(st);
     gc::after_delete(ctx.server);
     Ok(ctx.out(&stored))
+}
+
+/// Validates the query options of a request like apimachinery `pkg/apis/meta/internalversion/validation`
+/// (`ValidateListOptions`, `validateWatchOptions`) and `pkg/apis/meta/v1/validation` (`ValidateDryRun`).
+fn validate_options(q: &HashMap<String, String>, verb: &str) -> Result<(), ApiError> {
+    let mut causes: Vec<(String, String, String)> = Vec::new();
+    let forbidden = |c: &mut Vec<(String, String, String)>, f: &str, m: &str| {
+        c.push(("FieldValueForbidden".into(), f.into(), format!("Forbidden: {m}")))
+    };
+    let options_kind = match verb {
+        "list" | "watch" => {
+            let rv = q.get("resourceVersion").map(String::as_str).unwrap_or_default();
+            let cont = q.get("continue").is_some_and(|c| !c.is_empty());
+            let rvm = q.get("resourceVersionMatch").map(String::as_str).unwrap_or_default();
+            let sie = q.get("sendInitialEvents").is_some();
+            if verb == "watch" {
+                if sie {
+                    if rvm != "NotOlderThan" {
+                        forbidden(
+                            &mut causes,
+                            "resourceVersionMatch",
+                            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                        );
+                    }
+                    if q.get("allowWatchBookmarks").is_none_or(|b| b != "true") {
+                        forbidden(
+                            &mut causes,
+                            "allowWatchBookmarks",
+                            "sendInitialEvents requires setting allowWatchBookmarks to true",
+                        );
+                    }
+                }
+                if !rvm.is_empty() {
+                    if !sie {
+                        forbidden(
+                            &mut causes,
+                            "resourceVersionMatch",
+                            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                        );
+                    }
+                    if rvm != "NotOlderThan" {
+                        causes.push((
+                            "FieldValueNotSupported".into(),
+                            "resourceVersionMatch".into(),
+                            format!("Unsupported value: \"{rvm}\": supported values: \"NotOlderThan\""),
+                        ));
+                    }
+                    if cont {
+                        forbidden(
+                            &mut causes,
+                            "resourceVersionMatch",
+                            "resourceVersionMatch is forbidden when continue is provided",
+                        );
+                    }
+                }
+            } else {
+                if !rvm.is_empty() {
+                    if rv.is_empty() {
+                        forbidden(
+                            &mut causes,
+                            "resourceVersionMatch",
+                            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                        );
+                    }
+                    if cont {
+                        forbidden(
+                            &mut causes,
+                            "resourceVersionMatch",
+                            "resourceVersionMatch is forbidden when continue is provided",
+                        );
+                    }
+                    if rvm != "Exact" && rvm != "NotOlderThan" {
+                        causes.push((
+                            "FieldValueNotSupported".into(),
+                            "resourceVersionMatch".into(),
+                            format!(
+                                "Unsupported value: \"{rvm}\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+                            ),
+                        ));
+                    }
+                    if rvm == "Exact" && rv == "0" {
+                        forbidden(
+                            &mut causes,
+                            "resourceVersionMatch",
+                            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                        );
+                    }
+                }
+                if sie {
+                    forbidden(&mut causes, "sendInitialEvents", "sendInitialEvents is forbidden for list");
+                }
+            }
+            "ListOptions"
+        }
+        "create" | "update" | "patch" | "delete" | "deletecollection" => {
+            if let Some(d) = q.get("dryRun")
+                && d != "All"
+            {
+                causes.push((
+                    "FieldValueNotSupported".into(),
+                    "dryRun".into(),
+                    format!("Unsupported value: [\"{d}\"]: supported values: \"All\""),
+                ));
+            }
+            match verb {
+                "create" => "CreateOptions",
+                "update" => "UpdateOptions",
+                "patch" => "PatchOptions",
+                _ => "DeleteOptions",
+            }
+        }
+        _ => return Ok(()),
+    };
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(options_kind, "meta.k8s.io", "", &causes)) }
+}
+
+/// The answer to a DELETE that removed the object at once: the object for the kinds whose registry sets
+/// `ReturnDeletedObject: true` (pkg/registry/core/{pod,service,serviceaccount,persistentvolume,
+/// persistentvolumeclaim,namespace}/storage/storage.go, storage/storageclass/storage/storage.go), otherwise a
+/// Success Status naming the object (apiserver pkg/registry/generic/registry/store.go `finalizeDelete`).
+fn deleted_answer(ctx: &Ctx, obj: &Value) -> Value {
+    let returns_object = !ctx.rt.crd
+        && matches!(
+            (ctx.rt.group.as_str(), ctx.rt.plural.as_str()),
+            ("", "pods")
+                | ("", "services")
+                | ("", "serviceaccounts")
+                | ("", "persistentvolumes")
+                | ("", "persistentvolumeclaims")
+                | ("", "namespaces")
+                | ("storage.k8s.io", "storageclasses")
+                | ("apiextensions.k8s.io", "customresourcedefinitions")
+        );
+    if returns_object {
+        return ctx.out(obj);
+    }
+    let mut details = json!({
+        "name": obj.pointer("/metadata/name").cloned().unwrap_or_default(),
+        "kind": ctx.rt.plural,
+        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or_default(),
+    });
+    if !ctx.rt.group.is_empty() {
+        details["group"] = ctx.rt.group.clone().into();
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }
 
 /// Decides the field manager: `fieldManager` query or the User-Agent up to the first `/`.
@@ -1173,6 +1769,10 @@ pub async fn handle_resource(
         st.resource(&info.group, &info.resource)
     };
     let Some(rt) = rt.filter(|r| r.versions.contains(&info.version)) else {
+        let served = info.group.is_empty() || super::discovery::group(server, &info.group).is_some();
+        if !served {
+            return super::router::plain_not_found();
+        }
         return error_response(&ApiError::no_route());
     };
     if rt.namespaced != info.namespace.is_some()
@@ -1192,6 +1792,7 @@ pub async fn handle_resource(
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         manager: manager_name(&q, req.headers()),
         strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
+        warn_unknown: q.get("fieldValidation").is_none_or(|v| v == "Warn" || v.is_empty()),
     };
     let ct = req
         .headers()
@@ -1211,6 +1812,9 @@ pub async fn handle_resource(
     } else {
         Form::Full
     };
+    if let Err(e) = validate_options(&q, verb) {
+        return error_response(&e);
+    }
     let sub = info.subresource.as_deref();
     if let Some(s) = sub {
         let ok = (s == "status" && rt.status)
@@ -1250,6 +1854,26 @@ pub async fn handle_resource(
     }
     if sub == Some("scale") {
         return super::scale::handle(&ctx, req, info, verb, &ct);
+    }
+    let _ = take_warnings();
+    // Duplicate keys in a JSON create/update body: 400 with Strict, a warning otherwise (sigs.k8s.io/json
+    // strict decoding in apimachinery `pkg/runtime/serializer/json`).
+    if matches!(verb, "create" | "update") && ct.contains("json") && sub != Some("scale") {
+        let dups = super::corevalidation::duplicate_fields(req.body());
+        if !dups.is_empty() {
+            let list: Vec<String> = dups.iter().map(|p| format!("duplicate field \"{p}\"")).collect();
+            if ctx.strict {
+                return error_response(&ApiError::bad_request(format!(
+                    "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
+                    list.join(", "),
+                    kind = rt.kind,
+                    v = info.version
+                )));
+            }
+            if ctx.warn_unknown {
+                list.into_iter().for_each(add_warning);
+            }
+        }
     }
     let result: Result<(u16, Value), ApiError> = match verb {
         "get" => get(&ctx, info.name.as_deref().unwrap()).map(|v| (200, v)),
@@ -1317,7 +1941,8 @@ pub async fn handle_resource(
         }
         _ => Err(ApiError::method_not_allowed()),
     };
-    match result {
+    let warnings = take_warnings();
+    let resp = match result {
         Ok((code, v)) => match form {
             Form::Table if verb == "get" || verb == "list" => {
                 let include = q.get("includeObject").cloned().unwrap_or_default();
@@ -1335,10 +1960,25 @@ pub async fn handle_resource(
                     &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": v.get("metadata"), "items": items}),
                 )
             }
+            // Items of built-in lists carry no apiVersion/kind: they are typed objects inside a typed list and
+            // only the list gets its GroupVersionKind from the versioning codec
+            // (apimachinery/pkg/runtime/serializer/versioning/versioning.go); custom resources are unstructured
+            // and keep both (apiextensions-apiserver/pkg/registry/customresource/etcd.go).
+            _ if verb == "list" && !rt.crd => {
+                let mut v = v;
+                if let Some(items) = v.get_mut("items").and_then(|i| i.as_array_mut()) {
+                    for it in items.iter_mut().filter_map(|i| i.as_object_mut()) {
+                        it.remove("apiVersion");
+                        it.remove("kind");
+                    }
+                }
+                json_response(code, &v)
+            }
             _ => json_response(code, &v),
         },
-        Err(e) => error_response(&e),
-    }
+        Err(e) => return error_response(&e),
+    };
+    with_warnings(resp, warnings)
 }
 
 /// The pod eviction subresource: honours PodDisruptionBudgets (429 when no disruption is allowed),
@@ -1415,16 +2055,27 @@ pub fn deletecollection(ctx: &Ctx, lopts: &ListOpts, dopts: &DeleteOpts) -> Resu
             dry_run: ctx.dry_run,
             manager: ctx.manager.clone(),
             strict: false,
+            warn_unknown: false,
         };
+        // The answer lists the objects as they were listed before deletion
+        // (generic/registry/store.go `DeleteCollection` returns its list).
         match delete(&c2, &name, dopts) {
-            Ok(v) => out.push(v),
+            Ok(_) => out.push(it),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(
-        json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": out}),
-    )
+    if !ctx.rt.crd {
+        for it in out.iter_mut().filter_map(|i| i.as_object_mut()) {
+            it.remove("apiVersion");
+            it.remove("kind");
+        }
+    }
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if ctx.rt.crd {
+        meta["continue"] = "".into();
+    }
+    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": out}))
 }
 
 /// Parses list options from the query.
@@ -1434,7 +2085,13 @@ pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListO
             .map_err(ApiError::bad_request)?,
         fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.group, &rt.plural)
             .map_err(ApiError::bad_request)?,
-        limit: q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
+        // The query parameter converter's strconv error (apimachinery `pkg/conversion/queryparams`).
+        limit: match q.get("limit") {
+            Some(l) if !l.is_empty() => l.parse::<i64>().map(|n| n.max(0) as usize).map_err(|_| {
+                ApiError::bad_request(format!("strconv.ParseInt: parsing {}: invalid syntax", Value::String(l.clone())))
+            })?,
+            _ => 0,
+        },
         cont: q.get("continue").cloned(),
     })
 }
@@ -1496,6 +2153,7 @@ impl ApiServer {
             dry_run: false,
             manager: manager.into(),
             strict: false,
+            warn_unknown: false,
         }
     }
 }

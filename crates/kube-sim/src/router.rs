@@ -67,6 +67,11 @@ async fn route(
     resource: &str,
     path: &str,
 ) -> Response<Body> {
+    // An unknown bearer token is 401 on every path, /version and health included
+    // (apiserver pkg/endpoints/filters/authentication.go runs before authorization).
+    let Some(user) = user else {
+        return error_response(&ApiError::unauthorized());
+    };
     if matches!(path, "/healthz" | "/livez" | "/readyz") {
         return Response::builder()
             .status(200)
@@ -74,13 +79,29 @@ async fn route(
             .body(super::rest::full("ok"))
             .unwrap();
     }
-    // system:public-info-viewer: /version is readable anonymously (kubectl's version dispatcher relies on it).
+    // system:public-info-viewer: /version is readable anonymously (kubectl's version dispatcher relies on it);
+    // only GET is served (pkg/routes/version.go).
     if path == "/version" || path == "/version/" {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return error_response(&ApiError::method_not_allowed());
+        }
         return json_response(200, &discovery::version(server));
     }
-    let Some(user) = user else {
-        return error_response(&ApiError::unauthorized());
-    };
+    // Anonymous requests are authorized by RBAC like any user; apart from the public-info paths above the
+    // bootstrap roles grant system:unauthenticated nothing (plugin/pkg/auth/authorizer/rbac/bootstrappolicy).
+    if user.is_anonymous() && info.is_none() {
+        let mut e = ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "forbidden: User \"{}\" cannot {} path \"{path}\"",
+                user.name,
+                req.method().as_str().to_lowercase()
+            ),
+        );
+        e.details = Some(json!({}));
+        return error_response(&e);
+    }
     if let Some(admin) = path.strip_prefix("/_sim/") {
         return sim_admin(server, req, user, admin);
     }
@@ -139,14 +160,44 @@ fn discovery_route(server: &ApiServer, req: &Request<Bytes>, path: &str) -> Resp
         ["apis", g] => discovery::group(server, g),
         ["apis", g, v] => discovery::resource_list(server, g, v),
         ["openapi", "v3"] => Some(discovery::openapi_v3_root(server)),
+        // Only JSON is served; a client asking for the protobuf form alone gets 406 and reads JSON instead.
+        ["openapi", "v2"] => {
+            let accept = req.headers().get("accept").and_then(|a| a.to_str().ok()).unwrap_or("");
+            if !accept.is_empty() && !accept.contains("json") && !accept.contains("*/*") {
+                return error_response(&ApiError::new(406, "NotAcceptable", "only application/json is served"));
+            }
+            Some(discovery::openapi_v2(server))
+        }
         ["openapi", "v3", "api", v] => discovery::openapi_v3_group(server, "", v),
         ["openapi", "v3", "apis", g, v] => discovery::openapi_v3_group(server, g, v),
         _ => None,
     };
     match found {
         Some(v) => json_response(200, &v),
+        // Paths outside /api/v1 and the served /apis/GROUP/VERSION prefixes reach the mux's NotFound handler,
+        // a plain-text 404 (apiserver pkg/server/mux/pathrecorder.go, `http.NotFound`); inside a served
+        // group-version an unknown resource is a JSON Status (pkg/endpoints/discovery).
+        None if !in_served_group_version(server, &segs) => plain_not_found(),
         None => error_response(&ApiError::no_route()),
     }
+}
+
+fn in_served_group_version(server: &ApiServer, segs: &[&str]) -> bool {
+    match segs {
+        ["api", _, ..] => true,
+        ["apis", g, _, ..] => discovery::group(server, g).is_some(),
+        _ => false,
+    }
+}
+
+/// `404 page not found` as text, like Go's `http.NotFound`.
+pub fn plain_not_found() -> Response<Body> {
+    Response::builder()
+        .status(404)
+        .header("content-type", "text/plain; charset=utf-8")
+        .header("x-content-type-options", "nosniff")
+        .body(super::rest::full("404 page not found\n"))
+        .unwrap()
 }
 
 /// `/_sim/faults` (GET rules, POST a rule, DELETE all), `/_sim/cut-watches`, `/_sim/requests` (counters).

@@ -39,10 +39,15 @@ fn to_scale(ctx: &Ctx, obj: &Value) -> Value {
     if let Some(ns) = md.get("namespace") {
         meta["namespace"] = ns.clone();
     }
+    let mut status = json!({"replicas": path_get(obj, &sp.status_replicas).and_then(|v| v.as_i64()).unwrap_or(0)});
+    // `selector` is omitempty (autoscaling/v1 ScaleStatus): a CRD without labelSelectorPath reports none.
+    if !selector.is_empty() {
+        status["selector"] = selector.into();
+    }
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
         "spec": {"replicas": path_get(obj, &sp.spec_replicas).and_then(|v| v.as_i64()).unwrap_or(0)},
-        "status": {"replicas": path_get(obj, &sp.status_replicas).and_then(|v| v.as_i64()).unwrap_or(0), "selector": selector},
+        "status": status,
     })
 }
 

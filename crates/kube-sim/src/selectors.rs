@@ -60,7 +60,16 @@ impl LabelSelector {
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
-            let err = || format!("unable to parse requirement: found '{part}', expected: valid label selector");
+            // A set that is not closed ends the lexer's input where a value was expected
+            // (apimachinery pkg/labels/selector.go `parseValues`).
+            let open_set = part.contains('(') && !part.contains(')');
+            let err = || {
+                if open_set {
+                    "unable to parse requirement: found '', expected: ',', ')' or identifier".to_string()
+                } else {
+                    format!("unable to parse requirement: found '{part}', expected: valid label selector")
+                }
+            };
             if let Some(k) = part.strip_prefix('!') {
                 let k = k.trim();
                 if !valid_key(k) {
@@ -230,6 +239,13 @@ impl FieldSelector {
             };
             let k = k.trim();
             if k != "metadata.name" && k != "metadata.namespace" && !supported_fields(group, plural).contains(&k) {
+                // Kinds with only the default field selectors answer like apimachinery
+                // `runtime.DefaultMetaV1FieldSelectorConversion`; the others like their conversion funcs.
+                if supported_fields(group, plural).is_empty() {
+                    return Err(format!(
+                        "\"{k}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    ));
+                }
                 return Err(format!("field label not supported: {k}"));
             }
             let k = if group == "events.k8s.io" { super::events::storage_field(k) } else { k.to_string() };

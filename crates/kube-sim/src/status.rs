@@ -105,7 +105,10 @@ impl ApiError {
         };
         let mut e = Self::new(422, "Invalid", format!("{qual} \"{name}\" is invalid: {body}"));
         let mut d = serde_json::Map::new();
-        d.insert("name".into(), json!(name));
+        // StatusDetails.name is `omitempty` (apimachinery pkg/apis/meta/v1/types.go).
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
+        }
         if !group.is_empty() {
             d.insert("group".into(), json!(group));
         }

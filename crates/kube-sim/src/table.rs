@@ -344,8 +344,254 @@ fn row(rt: &ResourceType, o: &Value, include: &str) -> Value {
     r
 }
 
+/// The column definitions kube-apiserver v1.36 serves for the built-in kinds (name, type, format, priority,
+/// description), as its printers declare them (kubernetes `pkg/printers/internalversion/printers.go`; the
+/// descriptions are the API field documentation), keyed by `group/plural`.
+fn recorded_columns() -> &'static serde_json::Map<String, Value> {
+    static C: std::sync::OnceLock<serde_json::Map<String, Value>> = std::sync::OnceLock::new();
+    C.get_or_init(|| serde_json::from_str(include_str!("table_columns.json")).unwrap_or_default())
+}
+
+fn none_if_empty(v: String) -> Value {
+    json!(if v.is_empty() { "<none>".to_string() } else { v })
+}
+
+fn join_strs(o: &Value, ptr: &str) -> String {
+    o.pointer(ptr)
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().map(|x| s(Some(x))).collect::<Vec<_>>().join(","))
+        .unwrap_or_default()
+}
+
+fn selector_string(sel: Option<&Value>) -> String {
+    let Some(sel) = sel else { return String::new() };
+    let mut parts: Vec<String> = sel
+        .get("matchLabels")
+        .and_then(|m| m.as_object())
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", s(Some(v)))).collect())
+        .unwrap_or_default();
+    if parts.is_empty()
+        && let Some(m) =
+            sel.as_object().filter(|m| !m.contains_key("matchLabels") && !m.contains_key("matchExpressions"))
+    {
+        parts = m.iter().map(|(k, v)| format!("{k}={}", s(Some(v)))).collect();
+    }
+    parts.join(",")
+}
+
+/// Cells of the printer columns the embedded column table has no entry for (printers.go `print*`).
+fn printer_cell(plural: &str, name: &str, o: &Value) -> Value {
+    let containers = |f: &str, base: &str| -> String {
+        o.pointer(base)
+            .and_then(|c| c.as_array())
+            .map(|a| a.iter().map(|c| s(c.get(f))).collect::<Vec<_>>().join(","))
+            .unwrap_or_default()
+    };
+    let tmpl = if plural == "cronjobs" {
+        "/spec/jobTemplate/spec/template/spec/containers"
+    } else {
+        "/spec/template/spec/containers"
+    };
+    match (plural, name) {
+        (_, "Containers") => json!(containers("name", tmpl)),
+        (_, "Images") => json!(containers("image", tmpl)),
+        ("cronjobs", "Selector") => none_if_empty(selector_string(o.pointer("/spec/jobTemplate/spec/selector"))),
+        (_, "Selector") => none_if_empty(selector_string(o.pointer("/spec/selector"))),
+        ("pods", "IP") => none_if_empty(s(o.pointer("/status/podIP"))),
+        ("pods", "Node") => none_if_empty(s(o.pointer("/spec/nodeName"))),
+        ("pods", "Nominated Node") => none_if_empty(s(o.pointer("/status/nominatedNodeName"))),
+        ("pods", "Readiness Gates") => {
+            let n = o.pointer("/spec/readinessGates").and_then(|g| g.as_array()).map(|a| a.len()).unwrap_or(0);
+            if n == 0 { json!("<none>") } else { json!(format!("0/{n}")) }
+        }
+        // printPersistentVolumeClaim: empty strings for unbound claims, `<unset>` without a class.
+        ("persistentvolumeclaims", "Volume") => json!(s(o.pointer("/spec/volumeName"))),
+        ("persistentvolumeclaims", "Capacity") => json!(s(o.pointer("/status/capacity/storage"))),
+        ("persistentvolumeclaims", "StorageClass") => json!(s(o.pointer("/spec/storageClassName"))),
+        ("persistentvolumeclaims", "VolumeAttributesClass") => {
+            let v = s(o.pointer("/spec/volumeAttributesClassName"));
+            json!(if v.is_empty() { "<unset>".to_string() } else { v })
+        }
+        ("persistentvolumeclaims" | "persistentvolumes", "VolumeMode") => {
+            none_if_empty(s(o.pointer("/spec/volumeMode")))
+        }
+        ("persistentvolumes", "Access Modes") => json!(
+            join_strs(o, "/spec/accessModes")
+                .replace("ReadWriteOncePod", "RWOP")
+                .replace("ReadWriteOnce", "RWO")
+                .replace("ReadOnlyMany", "ROX")
+                .replace("ReadWriteMany", "RWX")
+        ),
+        ("persistentvolumes", "Reclaim Policy") => json!(s(o.pointer("/spec/persistentVolumeReclaimPolicy"))),
+        ("persistentvolumes", "Claim") => {
+            let ns = s(o.pointer("/spec/claimRef/namespace"));
+            let n = s(o.pointer("/spec/claimRef/name"));
+            json!(if n.is_empty() { String::new() } else { format!("{ns}/{n}") })
+        }
+        ("persistentvolumes", "StorageClass") => json!(s(o.pointer("/spec/storageClassName"))),
+        ("persistentvolumes", "VolumeAttributesClass") => {
+            none_if_empty(s(o.pointer("/spec/volumeAttributesClassName")))
+        }
+        ("persistentvolumes", "Reason") => json!(s(o.pointer("/status/reason"))),
+        ("daemonsets", "Desired") => {
+            json!(o.pointer("/status/desiredNumberScheduled").and_then(|v| v.as_i64()).unwrap_or(0))
+        }
+        ("daemonsets", "Current") => {
+            json!(o.pointer("/status/currentNumberScheduled").and_then(|v| v.as_i64()).unwrap_or(0))
+        }
+        ("daemonsets", "Ready") => json!(o.pointer("/status/numberReady").and_then(|v| v.as_i64()).unwrap_or(0)),
+        ("daemonsets", "Up-to-date") => {
+            json!(o.pointer("/status/updatedNumberScheduled").and_then(|v| v.as_i64()).unwrap_or(0))
+        }
+        ("daemonsets", "Available") => {
+            json!(o.pointer("/status/numberAvailable").and_then(|v| v.as_i64()).unwrap_or(0))
+        }
+        ("daemonsets", "Node Selector") => {
+            let sel = o
+                .pointer("/spec/template/spec/nodeSelector")
+                .and_then(|m| m.as_object())
+                .map(|m| m.iter().map(|(k, v)| format!("{k}={}", s(Some(v)))).collect::<Vec<_>>().join(","))
+                .unwrap_or_default();
+            none_if_empty(sel)
+        }
+        ("jobs", "Duration") => json!(""),
+        ("cronjobs", "Timezone") => none_if_empty(s(o.pointer("/spec/timeZone"))),
+        ("cronjobs", "Active") => {
+            json!(o.pointer("/status/active").and_then(|a| a.as_array()).map(|a| a.len()).unwrap_or(0))
+        }
+        ("cronjobs", "Last Schedule") => match o.pointer("/status/lastScheduleTime").and_then(|t| t.as_str()) {
+            Some(t) => json!(age_of(t)),
+            None => json!("<none>"),
+        },
+        ("deployments", "Up-to-date") => {
+            json!(o.pointer("/status/updatedReplicas").and_then(|v| v.as_i64()).unwrap_or(0))
+        }
+        ("deployments", "Available") => {
+            json!(o.pointer("/status/availableReplicas").and_then(|v| v.as_i64()).unwrap_or(0))
+        }
+        ("replicasets", "Desired") => json!(o.pointer("/spec/replicas").and_then(|v| v.as_i64()).unwrap_or(0)),
+        ("replicasets", "Current") => json!(o.pointer("/status/replicas").and_then(|v| v.as_i64()).unwrap_or(0)),
+        ("replicasets", "Ready") => json!(o.pointer("/status/readyReplicas").and_then(|v| v.as_i64()).unwrap_or(0)),
+        ("events", "Subobject") => {
+            json!(s(o.pointer("/involvedObject/fieldPath").or(o.pointer("/regarding/fieldPath"))))
+        }
+        ("events", "Source") => {
+            let src = o.get("source").or(o.get("deprecatedSource"));
+            let c = s(src.and_then(|x| x.get("component")));
+            let h = s(src.and_then(|x| x.get("host")));
+            let c = if c.is_empty() { s(o.get("reportingComponent").or(o.get("reportingController"))) } else { c };
+            json!(if h.is_empty() { c } else { format!("{c}, {h}") })
+        }
+        ("events", "Message") => json!(s(o.get("message").or(o.get("note")))),
+        ("events", "Object") => {
+            let r = o.get("involvedObject").or(o.get("regarding"));
+            json!(format!("{}/{}", s(r.and_then(|x| x.get("kind"))).to_lowercase(), s(r.and_then(|x| x.get("name")))))
+        }
+        ("events", "First Seen") => {
+            let t = o.get("firstTimestamp").or(o.get("deprecatedFirstTimestamp")).and_then(|t| t.as_str());
+            json!(t.map(age_of).unwrap_or_else(|| "<unknown>".into()))
+        }
+        ("events", "Count") => {
+            json!(o.get("count").or(o.get("deprecatedCount")).and_then(|c| c.as_i64()).unwrap_or(1).to_string())
+        }
+        ("events", "Name") => json!(s(o.pointer("/metadata/name"))),
+        ("rolebindings" | "clusterrolebindings", k @ ("Users" | "Groups" | "ServiceAccounts")) => {
+            let want = match k {
+                "Users" => "User",
+                "Groups" => "Group",
+                _ => "ServiceAccount",
+            };
+            let v: Vec<String> = o
+                .get("subjects")
+                .and_then(|x| x.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter(|sub| sub.get("kind").and_then(|k| k.as_str()) == Some(want))
+                        .map(|sub| {
+                            if want == "ServiceAccount" {
+                                format!("{}/{}", s(sub.get("namespace")), s(sub.get("name")))
+                            } else {
+                                s(sub.get("name"))
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!(v.join(", "))
+        }
+        ("storageclasses", "ReclaimPolicy") => json!(s(o.get("reclaimPolicy"))),
+        ("storageclasses", "VolumeBindingMode") => json!(s(o.get("volumeBindingMode"))),
+        ("storageclasses", "AllowVolumeExpansion") => {
+            json!(o.get("allowVolumeExpansion").and_then(|b| b.as_bool()).unwrap_or(false).to_string())
+        }
+        ("nodes", "Internal-IP" | "External-IP") => {
+            let t = if name == "Internal-IP" { "InternalIP" } else { "ExternalIP" };
+            let ip = o
+                .pointer("/status/addresses")
+                .and_then(|a| a.as_array())
+                .and_then(|a| a.iter().find(|x| x.get("type").and_then(|y| y.as_str()) == Some(t)))
+                .map(|x| s(x.get("address")))
+                .unwrap_or_default();
+            none_if_empty(ip)
+        }
+        ("nodes", "OS-Image") => none_if_empty(s(o.pointer("/status/nodeInfo/osImage"))),
+        ("nodes", "Kernel-Version") => none_if_empty(s(o.pointer("/status/nodeInfo/kernelVersion"))),
+        ("nodes", "Container-Runtime") => none_if_empty(s(o.pointer("/status/nodeInfo/containerRuntimeVersion"))),
+        _ => Value::Null,
+    }
+}
+
+fn builtin_row(rt: &ResourceType, defs: &[Value], o: &Value, include: &str) -> Value {
+    let cells: Vec<Value> = defs
+        .iter()
+        .map(|d| {
+            let name = d.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+            if name == "Name" && rt.plural != "events" {
+                return o.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            }
+            if name == "Age" || name == "Created At" {
+                let ts = o.pointer("/metadata/creationTimestamp").and_then(|t| t.as_str());
+                return json!(ts.map(age_of).unwrap_or_else(|| "<unknown>".into()));
+            }
+            let special = printer_cell(&rt.plural, name, o);
+            if !special.is_null() {
+                return special;
+            }
+            match rt.columns.iter().find(|c| c.name == name) {
+                Some(c) => cell(c, o),
+                None => Value::Null,
+            }
+        })
+        .collect();
+    let mut r = row(rt, o, include);
+    r["cells"] = Value::Array(cells);
+    r
+}
+
 /// Converts an object or a list into a `meta.k8s.io/v1` Table.
 pub fn to_table(rt: &ResourceType, v: &Value, is_list: bool, include: &str) -> Value {
+    if !rt.crd
+        && let Some(rec) = recorded_columns().get(&format!("{}/{}", rt.group, rt.plural)).and_then(|r| r.as_array())
+    {
+        let defs: Vec<Value> = rec
+            .iter()
+            .map(|c| json!({"name": c[0], "type": c[1], "format": c[2], "description": c[4], "priority": c[3]}))
+            .collect();
+        let (rows, meta) = if is_list {
+            let rows: Vec<Value> = v
+                .get("items")
+                .and_then(|i| i.as_array())
+                .map(|a| a.iter().map(|o| builtin_row(rt, &defs, o, include)).collect())
+                .unwrap_or_default();
+            (rows, v.get("metadata").cloned().unwrap_or(json!({})))
+        } else {
+            (
+                vec![builtin_row(rt, &defs, v, include)],
+                json!({"resourceVersion": v.pointer("/metadata/resourceVersion")}),
+            )
+        };
+        return json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": defs, "rows": rows});
+    }
     let mut defs = vec![
         json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names", "priority": 0}),
     ];

@@ -83,6 +83,8 @@ impl Drop for HttpEndpoint {
 /// `Authorization` headers over plain HTTP, so generated kubeconfigs use `http://127.0.0.1:PORT/u/TOKEN`.
 pub const TOKEN_PATH_PREFIX: &str = "/u/";
 
+/// The outcome of authentication (apiserver `pkg/authentication/request/bearertoken`, `anonymous`): a known
+/// token is its user, no credentials at all is `system:anonymous`, an unknown token is `None` (401).
 fn authenticate(server: &ApiServer, req: &mut Request<Incoming>) -> Option<UserInfo> {
     let path = req.uri().path().to_string();
     if let Some(rest) = path.strip_prefix(TOKEN_PATH_PREFIX) {
@@ -100,8 +102,11 @@ fn authenticate(server: &ApiServer, req: &mut Request<Incoming>) -> Option<UserI
         }
         return user;
     }
-    let h = req.headers().get("authorization")?.to_str().ok()?;
-    let token = h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer "))?.trim();
+    let Some(h) = req.headers().get("authorization") else {
+        return Some(UserInfo::anonymous());
+    };
+    let token = h.to_str().ok()?;
+    let token = token.strip_prefix("Bearer ").or_else(|| token.strip_prefix("bearer "))?.trim();
     server.user_by_token(token)
 }
 

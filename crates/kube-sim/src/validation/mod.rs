@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub mod builtin;
 mod cel_library;
 mod cel_rules;
 mod defaulting;
