@@ -45,7 +45,7 @@ fn print(ctx: &mut Context, reports: &[HealthReport]) -> anyhow::Result<()> {
             let text = if reports.is_empty() {
                 "No Etcds found.\n".to_string()
             } else {
-                render::render_reports(reports, wide, ctx.printer.color())
+                render::render_reports(reports, wide, ctx.printer.color(), druidctl::output::terminal_width())
             };
             ctx.printer.text(&text)?;
         }
