@@ -46,23 +46,52 @@ impl Scope<'_> {
     }
 }
 
-async fn list<K>(client: &Client, scope: Scope<'_>, kind: &str, selector: Option<&str>) -> Result<Vec<K>, ClusterError>
+/// Objects per page of a LIST: bounds the memory a whole seed's LIST takes while it is read.
+const PAGE: u32 = 500;
+
+/// Lists one kind in pages of [`PAGE`], keeping only the objects `keep` accepts (with their managedFields,
+/// which `status` never reads, dropped), so that memory follows what is kept, not what the scope holds.
+async fn list<K>(
+    client: &Client,
+    scope: Scope<'_>,
+    kind: &str,
+    selector: Option<&str>,
+    keep: impl Fn(&K) -> bool,
+) -> Result<Vec<K>, ClusterError>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug,
 {
-    let mut lp = ListParams::default();
+    let mut lp = ListParams::default().limit(PAGE);
     if let Some(s) = selector {
         lp = lp.labels(s);
     }
-    scope
-        .api::<K>(client)
-        .list(&lp)
-        .await
-        .map(|l| l.items)
-        .map_err(|e| ClusterError::from_kube(e, &Subject { kind, name: "", namespace: scope.namespace() }))
+    let api = scope.api::<K>(client);
+    let mut kept = Vec::new();
+    loop {
+        let page = api
+            .list(&lp)
+            .await
+            .map_err(|e| ClusterError::from_kube(e, &Subject { kind, name: "", namespace: scope.namespace() }))?;
+        kept.extend(page.items.into_iter().filter(|o| keep(o)).map(|mut o| {
+            o.meta_mut().managed_fields = None;
+            o
+        }));
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => break,
+        }
+    }
+    Ok(kept)
+}
+
+/// Whether `o` is one of the `wanted` (namespace, name) pairs.
+fn wanted<K: kube::Resource>(wanted: &HashSet<(String, String)>, o: &K) -> bool {
+    let m = o.meta();
+    // A borrowed lookup would need a tuple of references; the pairs are short and this runs once per object.
+    wanted.contains(&(m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default()))
 }
 
 /// Pod label selector for the Etcds called `names` (one LIST for all of them).
@@ -101,17 +130,33 @@ struct Listed {
 async fn list_scope(client: &Client, scope: Scope<'_>, etcds: &[&Etcd]) -> Result<Listed, ClusterError> {
     let names: BTreeSet<&str> = etcds.iter().filter_map(|e| e.metadata.name.as_deref()).collect();
     let selector = pod_selector(&names);
+    let (mut pod_keys, mut pvc_keys, mut lease_keys, mut etcd_keys) =
+        (HashSet::new(), HashSet::new(), HashSet::new(), HashSet::new());
+    for e in etcds {
+        let ns = e.metadata.namespace.clone().unwrap_or_default();
+        let names = e.managed_names();
+        let n = u32::try_from(e.spec.replicas.max(0)).unwrap_or(0);
+        for i in 0..n {
+            pod_keys.insert((ns.clone(), names.pod(i)));
+            pvc_keys.insert((ns.clone(), names.pvc(i)));
+            lease_keys.insert((ns.clone(), names.member_lease(i)));
+        }
+        lease_keys.insert((ns.clone(), names.full_snapshot_lease()));
+        lease_keys.insert((ns.clone(), names.delta_snapshot_lease()));
+        etcd_keys.insert((ns, e.metadata.name.clone().unwrap_or_default()));
+    }
     let tasks = async {
-        match list::<EtcdOperatorTask>(client, scope, "EtcdOperatorTask", None).await {
+        let keep = |t: &EtcdOperatorTask| etcd_keys.iter().any(|(ns, name)| t.targets(ns, name));
+        match list::<EtcdOperatorTask>(client, scope, "EtcdOperatorTask", None, keep).await {
             Ok(items) => Ok(Some(items)),
             Err(ClusterError::ApiMissing { .. }) => Ok(None),
             Err(other) => Err(other),
         }
     };
     let (pods, pvcs, leases, tasks) = tokio::try_join!(
-        list::<Pod>(client, scope, "pod", Some(&selector)),
-        list::<PersistentVolumeClaim>(client, scope, "persistentvolumeclaim", None),
-        list::<Lease>(client, scope, "lease", None),
+        list::<Pod>(client, scope, "pod", Some(&selector), |o| wanted(&pod_keys, o)),
+        list::<PersistentVolumeClaim>(client, scope, "persistentvolumeclaim", None, |o| wanted(&pvc_keys, o)),
+        list::<Lease>(client, scope, "lease", None, |o| wanted(&lease_keys, o)),
         tasks,
     )?;
     Ok(Listed { pods: by_key(pods), pvcs: by_key(pvcs), leases: by_key(leases), tasks })
