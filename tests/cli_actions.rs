@@ -177,12 +177,20 @@ async fn list_resources_groups_by_kind_and_status_exit_code_gates_ci() {
     let out = fx.run(&["status"]).await;
     assert_eq!(out.status.code(), Some(4));
     let text = stdout(&out);
+    // Several Etcds: one line each, a header first.
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let line_of = |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {text}"));
+    assert!(line_of("shoot--a/etcd-events ").contains(" QuorumLost "), "{text}");
+    assert!(line_of("shoot--a/etcd-main ").contains(" QuorumLost "), "{text}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+    let out = fx.run(&["status", "-o", "wide"]).await;
+    assert_eq!(out.status.code(), Some(4));
+    let text = stdout(&out);
     assert!(
         text.contains("Etcd shoot--a/etcd-events: QuorumLost") && text.contains("Etcd shoot--a/etcd-main: QuorumLost"),
-        "{text}"
+        "-o wide shows the full block of each: {text}"
     );
     assert!(text.contains("`druidctl install` installs it"), "{text}");
-    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
     let out = fx.run(&["status", "-A", "-o", "name"]).await;
     assert_eq!(
         stdout(&out),

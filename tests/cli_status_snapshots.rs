@@ -5,7 +5,7 @@ use druidctl::api::etcd::{BackupSpec, EtcdCondition, EtcdMemberStatus, EtcdSpec,
 use druidctl::api::task::{EtcdOperatorTaskStatus, LastOperation, NamespacedName, OperationState};
 use druidctl::api::{Etcd, EtcdOperatorTask, EtcdOperatorTaskSpec, TaskState};
 use druidctl::health::{HealthInputs, Verdict, assess};
-use druidctl::output::status::{document, render_report};
+use druidctl::output::status::{document, render_report, render_reports};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
@@ -379,4 +379,84 @@ fn status_cluster_id_mismatch_false_and_the_other_conditions_of_v0_37_are_health
     let report = assess(&inputs, now());
     assert_eq!(report.verdict, Verdict::Degraded);
     assert_eq!(report.problems, vec!["condition ClusterIDMismatch is True (MultipleClusterIDsDetected)".to_string()]);
+}
+
+/// Four Etcds of a seed as `status -A` shows them: healthy, one member down, quorum lost, stale backups.
+fn seed_reports() -> Vec<druidctl::health::HealthReport> {
+    let mut down = healthy();
+    member_down(&mut down, 2, "LeaseExpired");
+    set_condition(&mut down, "AllMembersReady", "False", "NotAllMembersReady");
+    let mut lost = healthy();
+    member_down(&mut lost, 0, "LeaseExpired");
+    member_down(&mut lost, 2, "UnknownGracePeriodExceeded");
+    lost.pods.remove(2);
+    set_condition(&mut lost, "Ready", "False", "QuorumLost");
+    let mut stale = healthy();
+    for l in &mut stale.leases {
+        if l.metadata.name.as_deref().is_some_and(|n| n.ends_with("-snap")) {
+            l.spec.as_mut().unwrap().renew_time = Some(MicroTime(ago(30 * 3600)));
+        }
+    }
+    let namespaces = ["shoot--dev--app", "shoot--prod--payments-eu1", "shoot--qa--quorum", "shoot--ops--backup"];
+    [healthy(), down, lost, stale]
+        .iter()
+        .zip(namespaces)
+        .map(|(inputs, ns)| {
+            let mut r = assess(inputs, now());
+            r.etcd.namespace = ns.into();
+            r
+        })
+        .collect()
+}
+
+fn widest_line(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+#[test]
+fn status_all_one_line_per_etcd_at_80_columns() {
+    let text = render_reports(&seed_reports(), false, false, 80);
+    assert_eq!(text.lines().count(), 5, "a header and one line per Etcd:\n{text}");
+    assert!(widest_line(&text) <= 80, "wider than 80 columns:\n{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn status_all_one_line_per_etcd_at_120_columns() {
+    let text = render_reports(&seed_reports(), false, false, 120);
+    assert_eq!(text.lines().count(), 5, "a header and one line per Etcd:\n{text}");
+    assert!(widest_line(&text) <= 120, "wider than 120 columns:\n{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn status_all_wide_shows_the_full_block_of_each_etcd() {
+    let reports = seed_reports();
+    let text = render_reports(&reports, true, false, 120);
+    for r in &reports {
+        assert!(text.contains(&format!("Etcd {}:", r.etcd)), "{} has no block:\n{text}", r.etcd);
+    }
+    assert!(text.contains("LEASE HOLDER") && text.contains("PVC PHASE"), "wide has every member column:\n{text}");
+    // The wide form does not depend on the terminal: every column is shown in full.
+    assert_eq!(text, render_reports(&reports, true, false, 80));
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn status_of_one_etcd_fits_120_columns_and_wide_has_the_rest() {
+    let mut inputs = healthy();
+    member_down(&mut inputs, 1, "UnknownGracePeriodExceeded");
+    for p in &mut inputs.pods {
+        p.spec.as_mut().unwrap().node_name =
+            Some("shoot--prod--payments-eu1-worker-z1-7c9f8d6b5-x2k4q.eu-west-1.compute.internal".into());
+    }
+    let report = assess(&inputs, now());
+    // One Etcd is always the full block, whatever the width.
+    let text = render_reports(std::slice::from_ref(&report), false, false, 80);
+    assert!(widest_line(&text) <= 120, "the default block is wider than 120 columns:\n{text}");
+    assert!(text.contains("…"), "the long node name is shortened, not wrapped:\n{text}");
+    let wide = render_reports(std::slice::from_ref(&report), true, false, 80);
+    assert!(wide.contains("eu-west-1.compute.internal") && wide.contains("LEASE HOLDER"), "{wide}");
+    insta::assert_snapshot!("status_one_etcd_default_120", text);
+    insta::assert_snapshot!("status_one_etcd_wide", wide);
 }

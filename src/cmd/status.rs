@@ -32,7 +32,8 @@ async fn reports(
 ) -> anyhow::Result<Vec<HealthReport>> {
     let targets = ctx.targets(cluster, names, WhenUnnamed::ListAll)?;
     let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
-    let inputs = futures::future::try_join_all(etcds.into_iter().map(|e| health::collect(&cluster.client, e))).await?;
+    let cluster_wide = matches!(targets, druidctl::kube::target::Targets::AllNamespaces { .. });
+    let inputs = health::collect_many(&cluster.client, etcds, cluster_wide).await?;
     let now = jiff::Timestamp::now();
     Ok(inputs.iter().map(|i| health::assess(i, now)).collect())
 }
@@ -44,7 +45,7 @@ fn print(ctx: &mut Context, reports: &[HealthReport]) -> anyhow::Result<()> {
             let text = if reports.is_empty() {
                 "No Etcds found.\n".to_string()
             } else {
-                render::render_reports(reports, wide, ctx.printer.color())
+                render::render_reports(reports, wide, ctx.printer.color(), druidctl::output::terminal_width())
             };
             ctx.printer.text(&text)?;
         }

@@ -1,5 +1,13 @@
-//! Reading what `assess` needs from the cluster: pods, PVCs and leases by their well-known names and the
-//! namespace's tasks, all concurrently.
+//! Reading what `assess` needs from the cluster with one LIST per kind, never one GET per object: pods by the
+//! label selector etcd-druid puts on them, PVCs, leases and EtcdOperatorTasks of the namespace, all concurrently.
+//! Several Etcds share the LISTs: one set per namespace, or one cluster-wide set for `-A`, then grouped.
+//!
+//! Pod labels: etcd-druid's StatefulSet template carries `app.kubernetes.io/managed-by=etcd-druid` and
+//! `app.kubernetes.io/part-of=<etcd>` (etcd-druid v0.37.1 `internal/component/statefulset/builder.go`, default
+//! labels of `api/core/v1alpha1/helper.go`). PVC and lease names are the ones etcd-druid derives
+//! ([`druid_api::names::ManagedNames`], including `spec.memberNamePrefix`).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -8,51 +16,208 @@ use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
 use super::assess::HealthInputs;
+use crate::api::names::{LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY_DRUID};
 use crate::api::{Etcd, EtcdOperatorTask};
 use crate::kube::ClusterError;
 use crate::kube::error::Subject;
 
-async fn get_all<K>(client: &Client, ns: &str, kind: &str, names: Vec<String>) -> Result<Vec<K>, ClusterError>
+/// Where one set of LISTs reads: one namespace, or every namespace at once.
+#[derive(Debug, Clone, Copy)]
+enum Scope<'a> {
+    Namespace(&'a str),
+    Cluster,
+}
+
+impl Scope<'_> {
+    fn api<K>(&self, client: &Client) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        match self {
+            Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+            Scope::Cluster => Api::all(client.clone()),
+        }
+    }
+    fn namespace(&self) -> &str {
+        match self {
+            Scope::Namespace(ns) => ns,
+            Scope::Cluster => "",
+        }
+    }
+}
+
+/// Objects per page of a LIST: bounds the memory a whole seed's LIST takes while it is read.
+const PAGE: u32 = 500;
+
+/// Lists one kind in pages of [`PAGE`], keeping only the objects `keep` accepts (with their managedFields,
+/// which `status` never reads, dropped), so that memory follows what is kept, not what the scope holds.
+async fn list<K>(
+    client: &Client,
+    scope: Scope<'_>,
+    kind: &str,
+    selector: Option<&str>,
+    keep: impl Fn(&K) -> bool,
+) -> Result<Vec<K>, ClusterError>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let found = futures::future::try_join_all(names.iter().map(|n| {
-        let api = api.clone();
-        async move {
-            api.get_opt(n).await.map_err(|e| ClusterError::from_kube(e, &Subject { kind, name: n, namespace: ns }))
+    let mut lp = ListParams::default().limit(PAGE);
+    if let Some(s) = selector {
+        lp = lp.labels(s);
+    }
+    let api = scope.api::<K>(client);
+    let mut kept = Vec::new();
+    loop {
+        let page = api
+            .list(&lp)
+            .await
+            .map_err(|e| ClusterError::from_kube(e, &Subject { kind, name: "", namespace: scope.namespace() }))?;
+        kept.extend(page.items.into_iter().filter(|o| keep(o)).map(|mut o| {
+            o.meta_mut().managed_fields = None;
+            o
+        }));
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => break,
         }
-    }))
-    .await?;
-    Ok(found.into_iter().flatten().collect())
+    }
+    Ok(kept)
 }
 
-/// Reads the inputs for `etcd` concurrently. A missing EtcdOperatorTask CRD is not an error (`tasks: None`).
-pub async fn collect(client: &Client, etcd: Etcd) -> Result<HealthInputs, ClusterError> {
+/// Whether `o` is one of the `wanted` (namespace, name) pairs.
+fn wanted<K: kube::Resource>(wanted: &HashSet<(String, String)>, o: &K) -> bool {
+    let m = o.meta();
+    // A borrowed lookup would need a tuple of references; the pairs are short and this runs once per object.
+    wanted.contains(&(m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default()))
+}
+
+/// Pod label selector for the Etcds called `names` (one LIST for all of them).
+fn pod_selector(names: &BTreeSet<&str>) -> String {
+    let names: Vec<&str> = names.iter().copied().collect();
+    match names.as_slice() {
+        // Past a few dozen names the selector would make a long URL; the managed-by label alone still narrows.
+        many if many.len() > 32 => format!("{LABEL_MANAGED_BY}={MANAGED_BY_DRUID}"),
+        [one] => format!("{LABEL_MANAGED_BY}={MANAGED_BY_DRUID},{LABEL_PART_OF}={one}"),
+        many => format!("{LABEL_MANAGED_BY}={MANAGED_BY_DRUID},{LABEL_PART_OF} in ({})", many.join(",")),
+    }
+}
+
+/// Objects of one kind, by namespace and name.
+type ByKey<K> = BTreeMap<(String, String), K>;
+
+fn by_key<K: kube::Resource>(items: Vec<K>) -> ByKey<K> {
+    items
+        .into_iter()
+        .map(|o| {
+            let m = o.meta();
+            ((m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default()), o)
+        })
+        .collect()
+}
+
+/// The LISTs of one scope, not yet split per Etcd.
+struct Listed {
+    pods: ByKey<Pod>,
+    pvcs: ByKey<PersistentVolumeClaim>,
+    leases: ByKey<Lease>,
+    /// `None` while the EtcdOperatorTask CRD is not installed.
+    tasks: Option<Vec<EtcdOperatorTask>>,
+}
+
+async fn list_scope(client: &Client, scope: Scope<'_>, etcds: &[&Etcd]) -> Result<Listed, ClusterError> {
+    let names: BTreeSet<&str> = etcds.iter().filter_map(|e| e.metadata.name.as_deref()).collect();
+    let selector = pod_selector(&names);
+    let (mut pod_keys, mut pvc_keys, mut lease_keys, mut etcd_keys) =
+        (HashSet::new(), HashSet::new(), HashSet::new(), HashSet::new());
+    for e in etcds {
+        let ns = e.metadata.namespace.clone().unwrap_or_default();
+        let names = e.managed_names();
+        let n = u32::try_from(e.spec.replicas.max(0)).unwrap_or(0);
+        for i in 0..n {
+            pod_keys.insert((ns.clone(), names.pod(i)));
+            pvc_keys.insert((ns.clone(), names.pvc(i)));
+            lease_keys.insert((ns.clone(), names.member_lease(i)));
+        }
+        lease_keys.insert((ns.clone(), names.full_snapshot_lease()));
+        lease_keys.insert((ns.clone(), names.delta_snapshot_lease()));
+        etcd_keys.insert((ns, e.metadata.name.clone().unwrap_or_default()));
+    }
+    let tasks = async {
+        let keep = |t: &EtcdOperatorTask| etcd_keys.iter().any(|(ns, name)| t.targets(ns, name));
+        match list::<EtcdOperatorTask>(client, scope, "EtcdOperatorTask", None, keep).await {
+            Ok(items) => Ok(Some(items)),
+            Err(ClusterError::ApiMissing { .. }) => Ok(None),
+            Err(other) => Err(other),
+        }
+    };
+    let (pods, pvcs, leases, tasks) = tokio::try_join!(
+        list::<Pod>(client, scope, "pod", Some(&selector), |o| wanted(&pod_keys, o)),
+        list::<PersistentVolumeClaim>(client, scope, "persistentvolumeclaim", None, |o| wanted(&pvc_keys, o)),
+        list::<Lease>(client, scope, "lease", None, |o| wanted(&lease_keys, o)),
+        tasks,
+    )?;
+    Ok(Listed { pods: by_key(pods), pvcs: by_key(pvcs), leases: by_key(leases), tasks })
+}
+
+/// The inputs of `etcd`, taken out of the scope's LISTs by the names etcd-druid derives (in ordinal order, as
+/// the GETs used to return them).
+fn split(listed: &Listed, etcd: Etcd) -> HealthInputs {
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+    let name = etcd.metadata.name.clone().unwrap_or_default();
     let names = etcd.managed_names();
     let n = u32::try_from(etcd.spec.replicas.max(0)).unwrap_or(0);
     let mut lease_names: Vec<String> = (0..n).map(|i| names.member_lease(i)).collect();
     lease_names.extend([names.full_snapshot_lease(), names.delta_snapshot_lease()]);
-    let tasks_api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), &ns);
-    let tasks = async {
-        match tasks_api.list(&ListParams::default()).await {
-            Ok(l) => Ok(Some(l.items)),
-            Err(e) => match ClusterError::from_kube(e, &Subject { kind: "EtcdOperatorTask", name: "", namespace: &ns })
-            {
-                ClusterError::ApiMissing { .. } => Ok(None),
-                other => Err(other),
-            },
-        }
+    fn take<K: Clone>(map: &ByKey<K>, ns: &str, wanted: impl IntoIterator<Item = String>) -> Vec<K> {
+        let mut seen = HashSet::new();
+        wanted
+            .into_iter()
+            .filter(|w| seen.insert(w.clone()))
+            .filter_map(|w| map.get(&(ns.to_string(), w)).cloned())
+            .collect()
+    }
+    let pods = take(&listed.pods, &ns, (0..n).map(|i| names.pod(i)));
+    let pvcs = take(&listed.pvcs, &ns, (0..n).map(|i| names.pvc(i)));
+    let leases = take(&listed.leases, &ns, lease_names);
+    let tasks = listed.tasks.as_ref().map(|all| all.iter().filter(|t| t.targets(&ns, &name)).cloned().collect());
+    HealthInputs { etcd, pods, pvcs, leases, tasks }
+}
+
+/// Reads the inputs for `etcd`: one LIST per kind in its namespace. A missing EtcdOperatorTask CRD is not an
+/// error (`tasks: None`).
+pub async fn collect(client: &Client, etcd: Etcd) -> Result<HealthInputs, ClusterError> {
+    let mut all = collect_many(client, vec![etcd], false).await?;
+    Ok(all.pop().expect("one Etcd in, one out"))
+}
+
+/// Reads the inputs for every Etcd in `etcds`, in the same order: one LIST per kind and namespace, or, with
+/// `cluster_wide` (the user asked for all namespaces), one LIST per kind for the whole cluster.
+pub async fn collect_many(
+    client: &Client,
+    etcds: Vec<Etcd>,
+    cluster_wide: bool,
+) -> Result<Vec<HealthInputs>, ClusterError> {
+    if etcds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let namespaces: BTreeSet<String> = etcds.iter().map(|e| e.metadata.namespace.clone().unwrap_or_default()).collect();
+    let listed: Vec<Listed> = if cluster_wide && namespaces.len() > 1 {
+        let refs: Vec<&Etcd> = etcds.iter().collect();
+        vec![list_scope(client, Scope::Cluster, &refs).await?]
+    } else {
+        futures::future::try_join_all(namespaces.iter().map(|ns| {
+            let refs: Vec<&Etcd> =
+                etcds.iter().filter(|e| e.metadata.namespace.as_deref().unwrap_or_default() == ns).collect();
+            async move { list_scope(client, Scope::Namespace(ns), &refs).await }
+        }))
+        .await?
     };
-    let (pods, pvcs, leases, tasks) = tokio::try_join!(
-        get_all::<Pod>(client, &ns, "pod", (0..n).map(|i| names.pod(i)).collect()),
-        get_all::<PersistentVolumeClaim>(client, &ns, "persistentvolumeclaim", (0..n).map(|i| names.pvc(i)).collect()),
-        get_all::<Lease>(client, &ns, "lease", lease_names),
-        tasks,
-    )?;
-    Ok(HealthInputs { etcd, pods, pvcs, leases, tasks })
+    // Every scope's maps are keyed by namespace too, so the Etcd's own scope is the one holding its namespace.
+    let index: BTreeMap<&String, usize> =
+        namespaces.iter().enumerate().map(|(i, ns)| (ns, if listed.len() == 1 { 0 } else { i })).collect();
+    let order: Vec<usize> = etcds.iter().map(|e| index[&e.metadata.namespace.clone().unwrap_or_default()]).collect();
+    Ok(etcds.into_iter().zip(order).map(|(e, i)| split(&listed[i], e)).collect())
 }

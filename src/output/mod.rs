@@ -25,6 +25,12 @@ pub fn command_name() -> &'static str {
     COMMAND_NAME.get().copied().unwrap_or("druidctl")
 }
 
+/// Columns the terminal has: `COLUMNS` when set to a number (shells export it; tests set it), else 120. The
+/// per-member table of `status` never uses more than 120 even on a wider terminal.
+pub fn terminal_width() -> usize {
+    std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|w| *w >= 40).unwrap_or(120)
+}
+
 /// `-o/--output`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum OutputFormat {

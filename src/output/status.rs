@@ -10,6 +10,9 @@ pub const STATUS_API_VERSION: &str = "druidctl.gardener.cloud/v1alpha1";
 /// kind of the `status -o json|yaml` document.
 pub const STATUS_KIND: &str = "EtcdHealthList";
 
+/// The per-member table of one Etcd fits this many columns without `-o wide`.
+pub const MEMBER_TABLE_WIDTH: usize = 120;
+
 fn verdict_style(v: Verdict) -> Style {
     match v {
         Verdict::Healthy => Style::Good,
@@ -66,24 +69,27 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
     }
 
     if !r.members.is_empty() {
-        let mut headers = vec![
-            "member",
-            "id",
-            "role",
-            "status",
-            "reason",
-            "lease holder",
-            "renewed",
-            "pod",
-            "ready",
-            "restarts",
-            "pvc",
-            "node",
-        ];
-        if wide {
-            headers.insert(11, "pvc phase");
-        }
-        let mut t = Table::new(&headers);
+        // The default table fits 120 columns: the lease holder, member ID, PVC and its phase are under -o wide.
+        let headers: &[&str] = if wide {
+            &[
+                "member",
+                "id",
+                "role",
+                "status",
+                "reason",
+                "lease holder",
+                "renewed",
+                "pod",
+                "ready",
+                "restarts",
+                "pvc",
+                "pvc phase",
+                "node",
+            ]
+        } else {
+            &["member", "role", "status", "reason", "renewed", "pod", "ready", "restarts", "node"]
+        };
+        let mut t = Table::new(headers);
         for m in &r.members {
             let status_style = if m.ready { Style::Good } else { Style::Bad };
             let (pod_phase, pod_ready, restarts) = match &m.pod {
@@ -92,13 +98,19 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
             };
             let lease_age = m.lease.as_ref().and_then(|l| l.age_seconds);
             let lease_style = if m.lease.as_ref().is_some_and(|l| l.fresh) { Style::Plain } else { Style::Warn };
-            let mut row = vec![
-                Cell::plain(&m.name),
-                Cell::plain(dash(m.id.as_deref())),
+            let mut row = vec![Cell::plain(&m.name)];
+            if wide {
+                row.push(Cell::plain(dash(m.id.as_deref())));
+            }
+            row.extend([
                 Cell::plain(dash(m.role.as_deref())),
                 Cell::styled(&m.status, status_style),
                 Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
-                Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))),
+            ]);
+            if wide {
+                row.push(Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))));
+            }
+            row.extend([
                 Cell::styled(
                     lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into()),
                     lease_style,
@@ -106,14 +118,17 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
                 Cell::plain(pod_phase),
                 Cell::plain(pod_ready),
                 Cell::plain(restarts),
-                Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into())),
-                Cell::plain(dash(m.node.as_deref())),
-            ];
+            ]);
             if wide {
-                let phase = m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into());
-                row.insert(11, Cell::plain(phase));
+                row.push(Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into())));
+                row.push(Cell::plain(m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into())));
             }
+            row.push(Cell::plain(dash(m.node.as_deref())));
             t.row(row);
+        }
+        if !wide {
+            // Two columns of indent; a long node name is shortened, never the line wrapped.
+            t.fit_last_column(MEMBER_TABLE_WIDTH - 2);
         }
         out.push('\n');
         out.push_str(&indent(&t.render(color)));
@@ -206,9 +221,90 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
     out
 }
 
-/// Renders several reports, separated by blank lines.
-pub fn render_reports(reports: &[HealthReport], wide: bool, color: bool) -> String {
+/// Renders several reports: one line per Etcd ([`render_summary`]) when there are several and not `wide`, else
+/// the full block of each, separated by blank lines. `width` is the terminal's ([`super::terminal_width`]).
+pub fn render_reports(reports: &[HealthReport], wide: bool, color: bool, width: usize) -> String {
+    if reports.len() > 1 && !wide {
+        return render_summary(reports, color, width);
+    }
     reports.iter().map(|r| render_report(r, wide, color)).collect::<Vec<_>>().join("\n")
+}
+
+/// Age of the newest snapshot (full or delta), `never`, or `disabled` without a backup store.
+fn last_backup(r: &HealthReport) -> (String, Style) {
+    if !r.backups.enabled {
+        return ("disabled".into(), Style::Dim);
+    }
+    let snaps = [r.backups.full.as_ref(), r.backups.delta.as_ref()];
+    let newest = snaps.iter().flatten().filter_map(|s| s.age_seconds).min();
+    let stale = snaps.iter().flatten().any(|s| s.stale);
+    match newest {
+        None => ("never".into(), Style::Warn),
+        Some(a) => (format!("{} ago", human(a)), if stale { Style::Warn } else { Style::Plain }),
+    }
+}
+
+/// One line per Etcd: `NAMESPACE/NAME`, verdict, ready/total members, leader, age of the last backup and the
+/// problems: their count, then the first one shortened to the terminal's `width`. On a narrow terminal the
+/// first problem, then the leader column, give way so that the line fits.
+pub fn render_summary(reports: &[HealthReport], color: bool, width: usize) -> String {
+    struct Line {
+        etcd: String,
+        verdict: Cell,
+        ready: String,
+        leader: String,
+        backup: Cell,
+        count: usize,
+        first: Option<String>,
+    }
+    let lines: Vec<Line> = reports
+        .iter()
+        .map(|r| {
+            let leader = r.members.iter().find(|m| m.role.as_deref() == Some("Leader")).map(|m| m.name.as_str());
+            let (backup, backup_style) = last_backup(r);
+            Line {
+                etcd: r.etcd.to_string(),
+                verdict: Cell::styled(r.verdict.as_str(), verdict_style(r.verdict)),
+                ready: format!("{}/{}", r.quorum.ready, r.quorum.members),
+                leader: dash(leader),
+                backup: Cell::styled(backup, backup_style),
+                count: r.problems.len(),
+                first: r.problems.first().cloned(),
+            }
+        })
+        .collect();
+    let col = |header: &str, f: &dyn Fn(&Line) -> usize| lines.iter().map(f).max().unwrap_or(0).max(header.len()) + 3;
+    let fixed = col("etcd", &|l| l.etcd.chars().count())
+        + col("verdict", &|l| l.verdict.text.len())
+        + col("ready", &|l| l.ready.len())
+        + col("backup", &|l| l.backup.text.len());
+    let leader_width = col("leader", &|l| l.leader.chars().count());
+    // Room the PROBLEMS column needs for a count and a useful part of the first problem.
+    const PROBLEM_ROOM: usize = 24;
+    let show_leader = fixed + leader_width + "problems".len() <= width;
+    let room = width.saturating_sub(fixed + if show_leader { leader_width } else { 0 });
+    let show_first = room >= PROBLEM_ROOM;
+    let mut headers = vec!["etcd", "verdict", "ready"];
+    if show_leader {
+        headers.push("leader");
+    }
+    headers.extend(["backup", "problems"]);
+    let mut t = Table::new(&headers);
+    for l in lines {
+        let problems = match (&l.first, show_first) {
+            (Some(first), true) => format!("{}: {first}", l.count),
+            _ => l.count.to_string(),
+        };
+        let problem_style = if l.count == 0 { Style::Plain } else { Style::Warn };
+        let mut row = vec![Cell::plain(l.etcd), l.verdict, Cell::plain(l.ready)];
+        if show_leader {
+            row.push(Cell::plain(l.leader));
+        }
+        row.extend([l.backup, Cell::styled(problems, problem_style)]);
+        t.row(row);
+    }
+    t.fit_last_column(width);
+    t.render(color)
 }
 
 /// The `status -o json|yaml` document.

@@ -89,6 +89,29 @@ impl Table {
     pub fn row(&mut self, cells: Vec<Cell>) {
         self.rows.push(cells);
     }
+    /// Shortens the last column's cells (ending them with `…`) so that no line is wider than `max` characters,
+    /// as long as at least 8 characters of that column remain. The full text is for `-o wide` or `-o json`.
+    pub fn fit_last_column(&mut self, max: usize) {
+        let cols = self.headers.len();
+        if cols == 0 {
+            return;
+        }
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(cols) {
+                widths[i] = widths[i].max(c.text.chars().count());
+            }
+        }
+        let before: usize = widths[..cols - 1].iter().map(|w| w + 3).sum();
+        let room = max.saturating_sub(before).max(8);
+        for r in &mut self.rows {
+            if let Some(c) = r.get_mut(cols - 1)
+                && c.text.chars().count() > room
+            {
+                c.text = c.text.chars().take(room - 1).chain(std::iter::once('…')).collect();
+            }
+        }
+    }
     /// Renders the table; an empty table renders nothing.
     pub fn render(&self, color: bool) -> String {
         if self.rows.is_empty() {
@@ -130,6 +153,10 @@ mod tests {
         t.row(vec!["longer-name".into(), Cell::styled("Failed", Style::Bad)]);
         assert_eq!(t.render(false), "NAME          STATE\na             Succeeded\nlonger-name   Failed\n");
         let colored = t.render(true);
+        t.fit_last_column(20);
+        assert_eq!(t.render(false), "NAME          STATE\na             Succeeded\nlonger-name   Failed\n");
+        t.fit_last_column(21);
+        assert_eq!(t.render(false), "NAME          STATE\na             Succee…\nlonger-name   Failed\n");
         assert!(colored.contains("\x1b[32ma\x1b[0m             Succeeded"));
     }
 }

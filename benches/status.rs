@@ -1,0 +1,239 @@
+//! Benchmark of `status` on the real kube-apiserver (`../shared/realk8s`, TLS on loopback), against kubectl
+//! reading the same kinds as the anchor:
+//!
+//! 1. one healthy Gardener-shaped 3-member `etcd-main` (tests/fixtures/seed/healthy.yaml):
+//!    `druidctl status -n NS etcd-main` vs `kubectl get etcd,sts,pods,pvc,leases,cm -n NS`;
+//! 2. a whole seed, N Etcds (default 500, `BENCH_ETCDS`) in N namespaces, each as in 1:
+//!    `druidctl status -A` vs `kubectl get etcd,sts,pods,pvc,leases,cm -A`.
+//!
+//! The two commands alternate, 10 runs each (`BENCH_RUNS`); medians of wall time and of peak RSS (whole
+//! process, `/usr/bin/time -f %M`) and their ratios are printed. Nothing is asserted about time.
+//!
+//! Run: `cargo bench --bench status` (or `--profile dev`). It starts a private real API server (no controller
+//! manager, so that the hand-written pods stay as written), or uses `DRUIDCTL_REALK8S_KUBECONFIG`.
+
+#[path = "../tests/realk8s_support/mod.rs"]
+mod realk8s_support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+const FIXTURE_NS: &str = "shoot--dev--app";
+
+fn parse_duration(text: &str) -> SignedDuration {
+    let (num, unit) = text.split_at(text.len() - 1);
+    let n: i64 = num.parse().expect("duration number");
+    SignedDuration::from_secs(match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        other => panic!("unit {other}"),
+    })
+}
+
+/// Fills `{{ago D}}` and `{{micro-ago D}}` relative to `now` (as tests/status_seed_golden.rs does).
+fn fill_times(text: &str, now: Timestamp) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find("}}").expect("closing }}") + start;
+        let (kind, d) = rest[start + 2..end].split_once(' ').expect("placeholder");
+        let t = now - parse_duration(d);
+        out.push_str(&match kind {
+            "ago" => t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            "micro-ago" => t.strftime("%Y-%m-%dT%H:%M:%S.000000Z").to_string(),
+            other => panic!("placeholder {other}"),
+        });
+        rest = &rest[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The healthy seed objects, moved to namespace `ns`.
+fn healthy_docs(ns: &str, now: Timestamp) -> Vec<Value> {
+    let path = format!("{}/tests/fixtures/seed/healthy.yaml", env!("CARGO_MANIFEST_DIR"));
+    let text = fill_times(&std::fs::read_to_string(&path).expect("fixture"), now).replace(FIXTURE_NS, ns);
+    text.split("\n---\n").skip(1).map(|doc| serde_saphyr::from_str::<Value>(doc).expect("fixture parses")).collect()
+}
+
+fn resource(obj: &Value) -> ApiResource {
+    let api_version = obj["apiVersion"].as_str().unwrap();
+    let kind = obj["kind"].as_str().unwrap();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let plural = match kind {
+        "Etcd" => "etcds",
+        "StatefulSet" => "statefulsets",
+        "Pod" => "pods",
+        "PersistentVolumeClaim" => "persistentvolumeclaims",
+        "Lease" => "leases",
+        "ConfigMap" => "configmaps",
+        other => panic!("kind {other}"),
+    };
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// Creates namespace `ns` and every object of the healthy seed in it, then writes each status through the
+/// status subresource as the real controllers do.
+async fn seed(client: &kube::Client, ns: &str, now: Timestamp) {
+    let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    ns_api
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
+    for doc in healthy_docs(ns, now) {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource(&doc));
+        let mut body = doc.clone();
+        let status = body.as_object_mut().unwrap().remove("status");
+        let obj: DynamicObject = serde_json::from_value(body).unwrap();
+        api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", doc["kind"]));
+        if let Some(mut status) = status {
+            // The real API server computes a pod's qosClass from its resources and refuses any other value.
+            if let Some(s) = status.as_object_mut() {
+                s.remove("qosClass");
+            }
+            let name = doc["metadata"]["name"].as_str().unwrap();
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status})))
+                .await
+                .unwrap_or_else(|e| panic!("status of {} {name}: {e}", doc["kind"]));
+        }
+    }
+}
+
+struct Run {
+    wall: Duration,
+    rss_kib: u64,
+}
+
+/// Runs `program args…` under `/usr/bin/time -f %M` (peak RSS of the whole process, KiB); stdout discarded.
+fn measure(program: &str, args: &[&str], kubeconfig: &Path, ok_codes: &[i32]) -> Run {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let start = Instant::now();
+    let status = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(out.path())
+        .arg(program)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("/usr/bin/time runs");
+    let wall = start.elapsed();
+    // /usr/bin/time exits with the command's code.
+    let code = status.code().unwrap_or(-1);
+    assert!(ok_codes.contains(&code), "{program} {args:?} exited {code}");
+    let text = std::fs::read_to_string(out.path()).unwrap();
+    let rss_kib = text.lines().last().and_then(|l| l.trim().parse().ok()).expect("peak RSS from /usr/bin/time");
+    Run { wall, rss_kib }
+}
+
+fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Alternates druidctl and kubectl (druidctl exits 4 once the seeded member leases have aged into
+/// "not renewed": the reads are the same) `runs` times each and prints the medians and ratios.
+fn compare(label: &str, kubeconfig: &Path, druidctl_args: &[&str], kubectl_args: &[&str], runs: usize) {
+    let druidctl = env!("CARGO_BIN_EXE_druidctl");
+    // One warm-up each (page cache, API server caches), not counted.
+    measure(druidctl, druidctl_args, kubeconfig, &[0, 4]);
+    measure("kubectl", kubectl_args, kubeconfig, &[0]);
+    let (mut d, mut k) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        d.push(measure(druidctl, druidctl_args, kubeconfig, &[0, 4]));
+        k.push(measure("kubectl", kubectl_args, kubeconfig, &[0]));
+    }
+    let dw = median(d.iter().map(|r| r.wall).collect());
+    let kw = median(k.iter().map(|r| r.wall).collect());
+    let dr = median(d.iter().map(|r| r.rss_kib).collect());
+    let kr = median(k.iter().map(|r| r.rss_kib).collect());
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!("{label} (median of {runs}, alternating)");
+    println!("  druidctl {:<44} {:>8.3} s  {:>6.1} MiB", druidctl_args.join(" "), dw.as_secs_f64(), mib(dr));
+    println!("  kubectl  {:<44} {:>8.3} s  {:>6.1} MiB", kubectl_args.join(" "), kw.as_secs_f64(), mib(kr));
+    println!(
+        "  ratio druidctl/kubectl: wall {:.2}x, peak RSS {:.2}x",
+        dw.as_secs_f64() / kw.as_secs_f64(),
+        dr as f64 / kr as f64
+    );
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    // `cargo bench` passes `--bench`; a plain `cargo test --benches` run passes nothing and should not start
+    // an API server and 500 Etcds.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let etcds = env_usize("BENCH_ETCDS", 500);
+    let runs = env_usize("BENCH_RUNS", 10);
+    let Some(k8s) = realk8s_support::RealK8s::get("bench-status", false) else {
+        eprintln!("no real API server: nothing measured");
+        return;
+    };
+    let kubeconfig = k8s.kubeconfig.clone();
+    let client = k8s.client().await;
+    for crd in ["druid.gardener.cloud_etcds.yaml"] {
+        let path = format!("{}/crates/druid-api/crds/{crd}", env!("CARGO_MANIFEST_DIR"));
+        let out = k8s.kubectl(&["apply", "--server-side", "-f", &path], None);
+        assert!(out.status.success(), "{crd}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = k8s.kubectl(&["wait", "--for=condition=Established", "crd/etcds.druid.gardener.cloud"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The EtcdOperatorTask CRD and RBAC, as a user installs them.
+    let st = Command::new(env!("CARGO_BIN_EXE_druidctl")).arg("--kubeconfig").arg(&kubeconfig).arg("install").status();
+    assert!(st.is_ok_and(|s| s.success()), "druidctl install");
+    let out = k8s.kubectl(&["wait", "--for=condition=Established", "crd", "--all"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The pods use Gardener's PriorityClass, which Gardener creates on every seed (the Priority admission
+    // plugin of the real API server refuses pods naming a missing one).
+    let pc = r#"{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"gardener-system-500"},"value":999998500}"#;
+    let out = k8s.kubectl(&["apply", "--server-side", "-f", "-"], Some(pc));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let now = Timestamp::now();
+    let t = Instant::now();
+    seed(&client, FIXTURE_NS, now).await;
+    futures::stream::iter((1..etcds).map(|i| {
+        let client = client.clone();
+        async move { seed(&client, &format!("shoot--bench--s{i:04}"), now).await }
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+    println!(
+        "real kube-apiserver; {etcds} Etcds in {etcds} namespaces, {} objects created in {:.1} s",
+        etcds * 14,
+        t.elapsed().as_secs_f64()
+    );
+
+    compare(
+        "one Etcd",
+        &kubeconfig,
+        &["status", "-n", FIXTURE_NS, "etcd-main"],
+        &["get", "etcd,sts,pods,pvc,leases,cm", "-n", FIXTURE_NS],
+        runs,
+    );
+    compare(
+        &format!("whole seed, {etcds} Etcds"),
+        &kubeconfig,
+        &["status", "-A"],
+        &["get", "etcd,sts,pods,pvc,leases,cm", "-A"],
+        runs,
+    );
+}
