@@ -231,9 +231,9 @@ const CASES: &[Case] = &[
     Case { args: &["runbook", "machine-replacement", "--node", "a/b"], code: USAGE, says: "invalid name" },
     Case { args: &["runbook", "machine-replacement", "m-1", "--etcd", "x;y"], code: USAGE, says: "invalid name" },
     Case { args: &["runbook", "abort", "x;y"], code: USAGE, says: "invalid name" },
-    Case { args: &["renew", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["renew", "x;y"], code: USAGE, says: "invalid certificate name" },
     Case { args: &["renew", "--etcd", "a/b/c"], code: USAGE, says: "invalid name" },
-    Case { args: &["cert", "status", "x;y"], code: USAGE, says: "invalid name" },
+    Case { args: &["cert", "status", "x;y"], code: USAGE, says: "invalid certificate name" },
     Case { args: &["cert", "status", "--etcd", "x;y"], code: USAGE, says: "invalid name" },
     Case { args: &["machine", "delete", "x;y"], code: USAGE, says: "invalid name" },
     Case { args: &["machine", "delete", "--node", "Bad_Node"], code: USAGE, says: "invalid name" },
@@ -368,5 +368,41 @@ async fn an_unreachable_api_server_is_one_line_and_operation_failed() {
         line,
         format!("error: cannot reach http://127.0.0.1:{port}: connection refused"),
         "one sentence for a person"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_times_out_naming_the_timeout_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _keep = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let kc = dir.path().join("config");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             contexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let out = cli_support::run_with(
+        cli_support::bin(),
+        &["--request-timeout", "1s", "status"],
+        &[("KUBECONFIG", kc.to_str().unwrap())],
+        dir.path(),
+    )
+    .await;
+    let line = one_line(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{line}");
+    assert_eq!(
+        line,
+        format!("error: timed out after 1s waiting for http://127.0.0.1:{port} to answer (--request-timeout)")
     );
 }

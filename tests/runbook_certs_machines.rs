@@ -220,7 +220,7 @@ async fn cert_renewal_plan_prints_renewal_then_restarts_and_changes_nothing() {
     let restarts: Vec<usize> =
         (0..3).map(|i| stdout.find(&format!("RestartMember/etcd-main-{i}")).expect("restart step")).collect();
     assert!(restarts.iter().all(|r| *r > renew), "renewal comes before any restart: {stdout}");
-    assert!(stdout.contains("$ kubectl delete pod etcd-main-0"), "{stdout}");
+    assert!(stdout.contains(&format!("$ kubectl -n {NS} delete pod etcd-main-0")), "pastable as is: {stdout}");
     assert!(!stdout.contains("DESTRUCTIVE"), "{stdout}");
     assert_eq!(fx.admin_writes(), Vec::<String>::new(), "a plan changes nothing");
     for name in CERTS {
@@ -285,7 +285,7 @@ async fn machine_replacement_plan_shows_the_blast_radius_and_the_steps_and_chang
     assert!(stdout.contains(&format!("machine {NS}/{machine} backs node {node}")), "{stdout}");
     assert!(stdout.contains(&format!("Runbook machine-replacement for etcd {NS}/etcd-main")), "{stdout}");
     assert!(stdout.contains("DESTRUCTIVE RequestMachineDeletion"), "{stdout}");
-    assert!(stdout.contains(&format!("$ kubectl label machine {machine} force-deletion=True")), "{stdout}");
+    assert!(stdout.contains(&format!("$ kubectl -n {NS} label machine {machine} force-deletion=True")), "{stdout}");
     assert!(stdout.contains("WaitForReplacementNode") && stdout.contains("WaitForMembersReady"), "{stdout}");
 
     let out = fx.run(&["runbook", "machine-replacement", "--node", &node, "--plan"]).await;

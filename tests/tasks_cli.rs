@@ -214,3 +214,54 @@ async fn serve_executes_tasks_exposes_metrics_and_shuts_down_gracefully_on_sigte
         .unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, None, "leader lease released");
 }
+
+#[tokio::test]
+async fn a_pending_task_without_executor_blocking_local_tasks_is_named_and_task_delete_clears_it() {
+    let (cli, sidecar) = Cli::start().await;
+    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pending = cli.tasks().await[0].metadata.name.clone().unwrap();
+    // A later --local task of the same Etcd would wait behind it forever: refused, named, nothing created.
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--local"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("task {pending} (OnDemandSnapshotTask, Pending")), "{err}");
+    assert!(err.contains(&format!("task delete -n {NS} {pending}")), "{err}");
+    assert_eq!(cli.tasks().await.len(), 1, "nothing created");
+    // The advised command works without an executor: the deletion completes.
+    let out = cli.run(&["task", "delete", &pending]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(cli.tasks().await.is_empty(), "the task is gone");
+    let out = cli.run(&["snapshot", "full", "etcd-main", "--local"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(sidecar.calls(), ["/snapshot/full"]);
+}
+
+#[tokio::test]
+async fn task_watch_all_namespaces_streams_tasks_of_every_namespace() {
+    use std::io::{BufRead, BufReader};
+    let (cli, _sidecar) = Cli::start().await;
+    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let name = cli.tasks().await[0].metadata.name.clone().unwrap();
+    let dir = cli.dir.path().to_path_buf();
+    // With -A every namespace is watched; each line names the task as NAMESPACE/NAME.
+    let line = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_druidctl"))
+            .args(["task", "watch", "-A", "--color", "never"])
+            .env("KUBECONFIG", dir.join("config"))
+            .env("HOME", &dir)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        first
+    })
+    .await
+    .unwrap();
+    assert!(line.contains(&format!("{NS}/{name} Pending")), "{line}");
+}

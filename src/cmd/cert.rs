@@ -28,7 +28,7 @@ pub enum CertCommand {
 #[derive(Debug, Args)]
 pub struct CertStatusArgs {
     /// Certificates: NAME or NAMESPACE/NAME (default: every one in the namespace).
-    #[arg(value_name = "CERTIFICATE", value_parser = super::parse_etcd_ref)]
+    #[arg(value_name = "CERTIFICATE")]
     pub certificates: Vec<String>,
     /// Every Certificate behind the TLS secrets this Etcd references.
     #[arg(long, value_name = "ETCD", conflicts_with = "certificates", value_parser = super::parse_etcd_ref)]

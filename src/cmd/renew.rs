@@ -14,7 +14,7 @@ use super::{ActionResult, Context, none_found, print_results};
 #[derive(Debug, Args)]
 pub struct RenewArgs {
     /// Certificates: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "CERTIFICATE", value_parser = super::parse_etcd_ref)]
+    #[arg(value_name = "CERTIFICATE")]
     pub certificates: Vec<String>,
     /// Every Certificate behind the TLS secrets this Etcd references (client, peer, backup).
     #[arg(long, value_name = "ETCD", conflicts_with_all = ["certificates", "all"], value_parser = super::parse_etcd_ref)]

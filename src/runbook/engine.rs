@@ -1154,17 +1154,15 @@ async fn run_step(
             }
         }
     };
-    if already {
-        kill_point(index, KillPhase::AfterAct);
-        return Ok(Some("already done"));
-    }
-    if halt.is_cancelled() {
+    // An effect already there is not acted again, but still verified: a run that takes over from a killed one
+    // at once must not start the next step before this one's effect is ready (e.g. a restarted member).
+    if !already && halt.is_cancelled() {
         return Ok(None);
     }
     // Destructive steps were approved with the whole plan before the first write.
     let _ = (etcd, &prompt_time, o);
     attempt = 0;
-    loop {
+    while !already {
         match step.act(cx).await {
             Ok(()) => break,
             Err(e) => {
@@ -1193,7 +1191,7 @@ async fn run_step(
                 if let Some(t) = waiting_since {
                     *waited += t.elapsed();
                 }
-                return Ok(Some("done"));
+                return Ok(Some(if already { "already done" } else { "done" }));
             }
             Readiness::NotReady(reason) => {
                 let since = *waiting_since.get_or_insert_with(Instant::now);
