@@ -23,6 +23,7 @@ pub mod snapshot;
 pub mod status;
 pub mod suspend_reconcile;
 pub mod task;
+pub mod upstream;
 pub mod version;
 
 use std::path::PathBuf;
@@ -83,6 +84,9 @@ pub struct GlobalArgs {
     /// Time limit for each API request, e.g. 30s or 1m ("0": none).
     #[arg(long, global = true, help_heading = GLOBAL, value_name = "DURATION", default_value = "0", value_parser = parse_timeout)]
     pub request_timeout: RequestTimeout,
+    /// Accepted for etcd-druid's druidctl (`--no-banner`); druidctl prints no banner.
+    #[arg(long, global = true, hide = true)]
+    pub no_banner: bool,
 }
 
 /// A parsed `--request-timeout`.
@@ -164,6 +168,13 @@ pub enum Command {
     Completion(completion::CompletionArgs),
     /// Print the version.
     Version(version::VersionArgs),
+    /// etcd-druid's druidctl spelling: `reconciliation trigger|suspend|resume` (reconcile, suspend-reconcile,
+    /// resume-reconcile).
+    #[command(hide = true)]
+    Reconciliation(upstream::ReconciliationArgs),
+    /// etcd-druid's druidctl spelling: `component-protection add|remove` (protection enable|disable).
+    #[command(hide = true)]
+    ComponentProtection(upstream::ComponentProtectionArgs),
     /// Regenerate completions/, man/, deploy/ and docs/exit-codes.md (for maintainers).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -334,6 +345,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         Command::Renew(a) => renew::exec(&mut ctx, a).await,
                         Command::Cert(a) => cert::exec(&mut ctx, a).await,
                         Command::Machine(a) => machine::exec(&mut ctx, a).await,
+                        Command::Reconciliation(a) => upstream::reconciliation(&mut ctx, a).await,
+                        Command::ComponentProtection(a) => upstream::component_protection(&mut ctx, a).await,
                         Command::Version(_)
                         | Command::Completion(_)
                         | Command::Generate(_)
