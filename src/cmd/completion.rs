@@ -104,35 +104,84 @@ pub fn kubectl_complete(words: Vec<OsString>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Completes Etcd names (`NAME`, or `NAMESPACE/NAME` once a `/` is typed) from the current kubeconfig context.
-/// Gives up silently after two seconds or on any error: completion must never hang a shell.
-pub fn etcd_names(current: &OsStr) -> Vec<CompletionCandidate> {
-    let current = current.to_string_lossy().to_string();
+/// Runs a cluster lookup for a completer with a two-second budget; any error or timeout gives no candidates
+/// (completion must never hang a shell).
+fn with_cluster<F, Fut>(lookup: F) -> Vec<CompletionCandidate>
+where
+    F: FnOnce(druidctl::kube::Cluster) -> Fut,
+    Fut: std::future::Future<Output = Option<Vec<CompletionCandidate>>>,
+{
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Vec::new() };
     rt.block_on(async {
-        let lookup = async {
+        let work = async {
             let cluster = druidctl::kube::connect(&druidctl::kube::AccessOptions {
                 request_timeout: Some(Duration::from_secs(2)),
                 ..Default::default()
             })
             .await
             .ok()?;
-            let (ns, prefix) = match current.split_once('/') {
-                Some((ns, _)) => (ns.to_string(), format!("{ns}/")),
-                None => (cluster.namespace.clone(), String::new()),
-            };
-            let api: kube::Api<druidctl::api::Etcd> = kube::Api::namespaced(cluster.client, &ns);
-            let list = api.list_metadata(&Default::default()).await.ok()?;
-            Some(
-                list.items
-                    .into_iter()
-                    .filter_map(|m| m.metadata.name)
-                    .map(|n| format!("{prefix}{n}"))
-                    .filter(|n| n.starts_with(&current))
-                    .map(CompletionCandidate::new)
-                    .collect::<Vec<_>>(),
-            )
+            lookup(cluster).await
         };
-        tokio::time::timeout(Duration::from_secs(2), lookup).await.ok().flatten().unwrap_or_default()
+        tokio::time::timeout(Duration::from_secs(2), work).await.ok().flatten().unwrap_or_default()
     })
+}
+
+async fn namespace_names(client: kube::Client) -> Option<Vec<String>> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+    let list = api.list_metadata(&Default::default()).await.ok()?;
+    Some(list.items.into_iter().filter_map(|m| m.metadata.name).collect())
+}
+
+/// Completes Etcd names from the current kubeconfig context: `NAME` in the context's namespace, and
+/// `NAMESPACE/` prefixes of the namespaces that match what is typed; once a `/` is typed, `NAMESPACE/NAME`.
+pub fn etcd_names(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    with_cluster(|cluster| async move {
+        let (ns, prefix) = match current.split_once('/') {
+            Some((ns, _)) => (ns.to_string(), format!("{ns}/")),
+            None => (cluster.namespace.clone(), String::new()),
+        };
+        let api: kube::Api<druidctl::api::Etcd> = kube::Api::namespaced(cluster.client.clone(), &ns);
+        let list = api.list_metadata(&Default::default()).await.ok()?;
+        let mut out: Vec<String> =
+            list.items.into_iter().filter_map(|m| m.metadata.name).map(|n| format!("{prefix}{n}")).collect();
+        if prefix.is_empty() {
+            // `status shoot<TAB>`: namespaces as `NAMESPACE/` (the shell adds no space after a `/`).
+            out.extend(namespace_names(cluster.client).await.unwrap_or_default().into_iter().map(|n| format!("{n}/")));
+        }
+        Some(out.into_iter().filter(|n| n.starts_with(&current)).map(CompletionCandidate::new).collect())
+    })
+}
+
+/// Completes `-n`/`--namespace` with the namespaces of the cluster.
+pub fn namespaces(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    with_cluster(|cluster| async move {
+        let names = namespace_names(cluster.client).await?;
+        Some(names.into_iter().filter(|n| n.starts_with(&current)).map(CompletionCandidate::new).collect())
+    })
+}
+
+/// Completes `--context` with the contexts of the kubeconfig (`KUBECONFIG`, else ~/.kube/config).
+pub fn contexts(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    let Ok(config) = kube::config::Kubeconfig::read() else { return Vec::new() };
+    config
+        .contexts
+        .into_iter()
+        .map(|c| c.name)
+        .filter(|n| n.starts_with(&current))
+        .map(CompletionCandidate::new)
+        .collect()
+}
+
+/// Completes `playground break` kinds.
+pub fn break_kinds(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    landscape::BreakKind::ALL
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|n| n.starts_with(&current))
+        .map(CompletionCandidate::new)
+        .collect()
 }

@@ -61,10 +61,10 @@ pub struct GlobalArgs {
     #[arg(long, global = true, help_heading = GLOBAL, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use (default: the current context).
-    #[arg(long, global = true, help_heading = GLOBAL, value_name = "NAME")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "NAME", add = ArgValueCompleter::new(completion::contexts))]
     pub context: Option<String>,
     /// Namespace (default: the context's namespace, else "default").
-    #[arg(short = 'n', long, global = true, help_heading = GLOBAL, value_name = "NAMESPACE", value_parser = parse_namespace)]
+    #[arg(short = 'n', long, global = true, help_heading = GLOBAL, value_name = "NAMESPACE", value_parser = parse_namespace, add = ArgValueCompleter::new(completion::namespaces))]
     pub namespace: Option<String>,
     /// Act on every namespace.
     #[arg(short = 'A', long, global = true, help_heading = GLOBAL)]
