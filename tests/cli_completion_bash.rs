@@ -85,3 +85,16 @@ async fn bash_completes_etcds_namespaces_runbooks_break_kinds_and_contexts() {
     assert!(!want.is_empty());
     assert_eq!(complete(&fx, &["druidctl", "status", "--context", ""]).await, want);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_completion_follows_the_cluster_flags_typed_on_the_line() {
+    let fx = Fixture::start().await;
+    // -n names the namespace whose Etcds complete (in every spelling).
+    assert_eq!(complete(&fx, &["druidctl", "status", "-n", "shoot--b", "etcd-"]).await, ["etcd-other"]);
+    assert_eq!(complete(&fx, &["druidctl", "-n", "shoot--b", "reconcile", "etcd-"]).await, ["etcd-other"]);
+    assert_eq!(complete(&fx, &["druidctl", "status", "--namespace=shoot--b", "etcd-"]).await, ["etcd-other"]);
+    // An unknown --context gives no candidates (and no error output in the shell).
+    assert!(complete(&fx, &["druidctl", "status", "--context", "nope", "etcd-"]).await.is_empty());
+    // With -A, names are refused (write NAMESPACE/NAME without -A), so none are offered.
+    assert!(complete(&fx, &["druidctl", "status", "-A", "etcd-"]).await.is_empty());
+}

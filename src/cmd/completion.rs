@@ -104,6 +104,66 @@ pub fn kubectl_complete(words: Vec<OsString>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The cluster flags already typed on the command line being completed (the shell passes the whole line), so
+/// `status -n shoot--b <TAB>` completes the Etcds of shoot--b and `--context X` asks that context's cluster.
+#[derive(Debug, Default, PartialEq)]
+pub struct Typed {
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<String>,
+    /// `--context`.
+    pub context: Option<String>,
+    /// `-n`/`--namespace`.
+    pub namespace: Option<String>,
+    /// `-A`/`--all-namespaces`.
+    pub all_namespaces: bool,
+}
+
+impl Typed {
+    /// Reads the flags from the words of the line (an incomplete last word is never taken as a value).
+    pub fn from_words(words: Vec<OsString>) -> Typed {
+        let words: Vec<String> = words.into_iter().map(|w| w.to_string_lossy().to_string()).collect();
+        let last = words.len().saturating_sub(1);
+        let mut t = Typed::default();
+        let mut i = 0;
+        while i < words.len() {
+            let w = words[i].as_str();
+            let value = |long: &str| -> Option<(String, usize)> {
+                if let Some(v) = w.strip_prefix(&format!("{long}=")) {
+                    return (i != last).then(|| (v.to_string(), 0));
+                }
+                (i + 1 < last).then(|| (words[i + 1].clone(), 1))
+            };
+            let (slot, skip) = match w {
+                "-A" | "--all-namespaces" => {
+                    t.all_namespaces = true;
+                    (None, 0)
+                }
+                "-n" | "--namespace" => value("--namespace").map(|(v, s)| (Some(("n", v)), s)).unwrap_or((None, 0)),
+                "--context" => value("--context").map(|(v, s)| (Some(("c", v)), s)).unwrap_or((None, 0)),
+                "--kubeconfig" => value("--kubeconfig").map(|(v, s)| (Some(("k", v)), s)).unwrap_or((None, 0)),
+                _ if w.starts_with("--namespace=") => {
+                    value("--namespace").map(|(v, s)| (Some(("n", v)), s)).unwrap_or((None, 0))
+                }
+                _ if w.starts_with("--context=") => {
+                    value("--context").map(|(v, s)| (Some(("c", v)), s)).unwrap_or((None, 0))
+                }
+                _ if w.starts_with("--kubeconfig=") => {
+                    value("--kubeconfig").map(|(v, s)| (Some(("k", v)), s)).unwrap_or((None, 0))
+                }
+                _ => (None, 0),
+            };
+            match slot {
+                Some(("n", v)) => t.namespace = Some(v),
+                Some(("c", v)) => t.context = Some(v),
+                Some((_, v)) => t.kubeconfig = Some(v),
+                None => {}
+            }
+            i += 1 + skip;
+        }
+        t
+    }
+}
+
 /// Runs a cluster lookup for a completer with a two-second budget; any error or timeout gives no candidates
 /// (completion must never hang a shell).
 fn with_cluster<F, Fut>(lookup: F) -> Vec<CompletionCandidate>
@@ -114,7 +174,11 @@ where
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Vec::new() };
     rt.block_on(async {
         let work = async {
+            let typed = Typed::from_words(std::env::args_os().collect());
             let cluster = druidctl::kube::connect(&druidctl::kube::AccessOptions {
+                kubeconfig: typed.kubeconfig.map(Into::into),
+                context: typed.context,
+                namespace: typed.namespace,
                 request_timeout: Some(Duration::from_secs(2)),
                 ..Default::default()
             })
@@ -137,6 +201,10 @@ async fn namespace_names(client: kube::Client) -> Option<Vec<String>> {
 pub fn etcd_names(current: &OsStr) -> Vec<CompletionCandidate> {
     let current = current.to_string_lossy().to_string();
     with_cluster(|cluster| async move {
+        if Typed::from_words(std::env::args_os().collect()).all_namespaces {
+            // -A with names is refused (docs/cli.md, Targets): offer none rather than a line that fails.
+            return Some(Vec::new());
+        }
         let (ns, prefix) = match current.split_once('/') {
             Some((ns, _)) => (ns.to_string(), format!("{ns}/")),
             None => (cluster.namespace.clone(), String::new()),
