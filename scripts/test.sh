@@ -11,6 +11,11 @@ if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; th
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
 fi
+if ! command -v man >/dev/null 2>&1; then
+  echo "test.sh: installing man-db (tests/man_pages.rs renders every man page with man --warnings)"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq man-db >/dev/null
+fi
 if ! command -v kubectl >/dev/null 2>&1; then
   echo "test.sh: kubectl is required by the fidelity tests and was not found on PATH" >&2
   exit 1

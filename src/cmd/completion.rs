@@ -104,35 +104,152 @@ pub fn kubectl_complete(words: Vec<OsString>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Completes Etcd names (`NAME`, or `NAMESPACE/NAME` once a `/` is typed) from the current kubeconfig context.
-/// Gives up silently after two seconds or on any error: completion must never hang a shell.
-pub fn etcd_names(current: &OsStr) -> Vec<CompletionCandidate> {
-    let current = current.to_string_lossy().to_string();
+/// The cluster flags already typed on the command line being completed (the shell passes the whole line), so
+/// `status -n shoot--b <TAB>` completes the Etcds of shoot--b and `--context X` asks that context's cluster.
+#[derive(Debug, Default, PartialEq)]
+pub struct Typed {
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<String>,
+    /// `--context`.
+    pub context: Option<String>,
+    /// `-n`/`--namespace`.
+    pub namespace: Option<String>,
+    /// `-A`/`--all-namespaces`.
+    pub all_namespaces: bool,
+}
+
+impl Typed {
+    /// Reads the flags from the words of the line (an incomplete last word is never taken as a value).
+    pub fn from_words(words: Vec<OsString>) -> Typed {
+        let words: Vec<String> = words.into_iter().map(|w| w.to_string_lossy().to_string()).collect();
+        let last = words.len().saturating_sub(1);
+        let mut t = Typed::default();
+        let mut i = 0;
+        while i < words.len() {
+            let w = words[i].as_str();
+            let value = |long: &str| -> Option<(String, usize)> {
+                if let Some(v) = w.strip_prefix(&format!("{long}=")) {
+                    return (i != last).then(|| (v.to_string(), 0));
+                }
+                (i + 1 < last).then(|| (words[i + 1].clone(), 1))
+            };
+            let (slot, skip) = match w {
+                "-A" | "--all-namespaces" => {
+                    t.all_namespaces = true;
+                    (None, 0)
+                }
+                "-n" | "--namespace" => value("--namespace").map(|(v, s)| (Some(("n", v)), s)).unwrap_or((None, 0)),
+                "--context" => value("--context").map(|(v, s)| (Some(("c", v)), s)).unwrap_or((None, 0)),
+                "--kubeconfig" => value("--kubeconfig").map(|(v, s)| (Some(("k", v)), s)).unwrap_or((None, 0)),
+                _ if w.starts_with("--namespace=") => {
+                    value("--namespace").map(|(v, s)| (Some(("n", v)), s)).unwrap_or((None, 0))
+                }
+                _ if w.starts_with("--context=") => {
+                    value("--context").map(|(v, s)| (Some(("c", v)), s)).unwrap_or((None, 0))
+                }
+                _ if w.starts_with("--kubeconfig=") => {
+                    value("--kubeconfig").map(|(v, s)| (Some(("k", v)), s)).unwrap_or((None, 0))
+                }
+                _ => (None, 0),
+            };
+            match slot {
+                Some(("n", v)) => t.namespace = Some(v),
+                Some(("c", v)) => t.context = Some(v),
+                Some((_, v)) => t.kubeconfig = Some(v),
+                None => {}
+            }
+            i += 1 + skip;
+        }
+        t
+    }
+}
+
+/// Runs a cluster lookup for a completer with a two-second budget; any error or timeout gives no candidates
+/// (completion must never hang a shell).
+fn with_cluster<F, Fut>(lookup: F) -> Vec<CompletionCandidate>
+where
+    F: FnOnce(druidctl::kube::Cluster) -> Fut,
+    Fut: std::future::Future<Output = Option<Vec<CompletionCandidate>>>,
+{
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Vec::new() };
     rt.block_on(async {
-        let lookup = async {
+        let work = async {
+            let typed = Typed::from_words(std::env::args_os().collect());
             let cluster = druidctl::kube::connect(&druidctl::kube::AccessOptions {
+                kubeconfig: typed.kubeconfig.map(Into::into),
+                context: typed.context,
+                namespace: typed.namespace,
                 request_timeout: Some(Duration::from_secs(2)),
                 ..Default::default()
             })
             .await
             .ok()?;
-            let (ns, prefix) = match current.split_once('/') {
-                Some((ns, _)) => (ns.to_string(), format!("{ns}/")),
-                None => (cluster.namespace.clone(), String::new()),
-            };
-            let api: kube::Api<druidctl::api::Etcd> = kube::Api::namespaced(cluster.client, &ns);
-            let list = api.list_metadata(&Default::default()).await.ok()?;
-            Some(
-                list.items
-                    .into_iter()
-                    .filter_map(|m| m.metadata.name)
-                    .map(|n| format!("{prefix}{n}"))
-                    .filter(|n| n.starts_with(&current))
-                    .map(CompletionCandidate::new)
-                    .collect::<Vec<_>>(),
-            )
+            lookup(cluster).await
         };
-        tokio::time::timeout(Duration::from_secs(2), lookup).await.ok().flatten().unwrap_or_default()
+        tokio::time::timeout(Duration::from_secs(2), work).await.ok().flatten().unwrap_or_default()
     })
+}
+
+async fn namespace_names(client: kube::Client) -> Option<Vec<String>> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+    let list = api.list_metadata(&Default::default()).await.ok()?;
+    Some(list.items.into_iter().filter_map(|m| m.metadata.name).collect())
+}
+
+/// Completes Etcd names from the current kubeconfig context: `NAME` in the context's namespace, and
+/// `NAMESPACE/` prefixes of the namespaces that match what is typed; once a `/` is typed, `NAMESPACE/NAME`.
+pub fn etcd_names(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    with_cluster(|cluster| async move {
+        if Typed::from_words(std::env::args_os().collect()).all_namespaces {
+            // -A with names is refused (docs/cli.md, Targets): offer none rather than a line that fails.
+            return Some(Vec::new());
+        }
+        let (ns, prefix) = match current.split_once('/') {
+            Some((ns, _)) => (ns.to_string(), format!("{ns}/")),
+            None => (cluster.namespace.clone(), String::new()),
+        };
+        let api: kube::Api<druidctl::api::Etcd> = kube::Api::namespaced(cluster.client.clone(), &ns);
+        let list = api.list_metadata(&Default::default()).await.ok()?;
+        let mut out: Vec<String> =
+            list.items.into_iter().filter_map(|m| m.metadata.name).map(|n| format!("{prefix}{n}")).collect();
+        if prefix.is_empty() {
+            // `status shoot<TAB>`: namespaces as `NAMESPACE/` (the shell adds no space after a `/`).
+            out.extend(namespace_names(cluster.client).await.unwrap_or_default().into_iter().map(|n| format!("{n}/")));
+        }
+        Some(out.into_iter().filter(|n| n.starts_with(&current)).map(CompletionCandidate::new).collect())
+    })
+}
+
+/// Completes `-n`/`--namespace` with the namespaces of the cluster.
+pub fn namespaces(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    with_cluster(|cluster| async move {
+        let names = namespace_names(cluster.client).await?;
+        Some(names.into_iter().filter(|n| n.starts_with(&current)).map(CompletionCandidate::new).collect())
+    })
+}
+
+/// Completes `--context` with the contexts of the kubeconfig (`KUBECONFIG`, else ~/.kube/config).
+pub fn contexts(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    let Ok(config) = kube::config::Kubeconfig::read() else { return Vec::new() };
+    config
+        .contexts
+        .into_iter()
+        .map(|c| c.name)
+        .filter(|n| n.starts_with(&current))
+        .map(CompletionCandidate::new)
+        .collect()
+}
+
+/// Completes `playground break` kinds.
+pub fn break_kinds(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    landscape::BreakKind::ALL
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|n| n.starts_with(&current))
+        .map(CompletionCandidate::new)
+        .collect()
 }

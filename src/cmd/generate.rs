@@ -21,23 +21,154 @@ pub struct GenerateArgs {
 fn man_pages(files: &mut BTreeMap<String, Vec<u8>>) {
     let mut root = druidctl_command();
     root.build();
-    fn walk(cmd: &clap::Command, prefix: &str, files: &mut BTreeMap<String, Vec<u8>>) {
-        let name = if prefix.is_empty() { cmd.get_name().to_string() } else { format!("{prefix}-{}", cmd.get_name()) };
-        // clap names are `&'static str` without its `string` feature; the generator runs once per process.
-        let static_name: &'static str = Box::leak(name.clone().into_boxed_str());
-        let page = cmd.clone().name(static_name).bin_name(name.replace('-', " "));
-        let mut buf = Vec::new();
-        clap_mangen::Man::new(page).render(&mut buf).expect("render man page to memory");
-        files.insert(format!("man/{name}.1"), buf);
-        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
-            walk(sub, &name, files);
+    let mut pages = Vec::new();
+    collect(&root, &[], &mut pages);
+    let shipped: Vec<String> = pages.iter().map(|(path, _)| path.join("-")).collect();
+    for (path, cmd) in &pages {
+        files.insert(format!("man/{}.1", path.join("-")), man_page(cmd, path, &shipped));
+    }
+}
+
+/// Every visible command with its path of names (`["druidctl", "runbook", "quorum-loss-recovery"]`).
+fn collect<'a>(cmd: &'a clap::Command, prefix: &[String], out: &mut Vec<(Vec<String>, &'a clap::Command)>) {
+    let mut path = prefix.to_vec();
+    path.push(cmd.get_name().to_string());
+    out.push((path.clone(), cmd));
+    for sub in visible_subcommands(cmd) {
+        collect(sub, &path, out);
+    }
+}
+
+fn visible_subcommands(cmd: &clap::Command) -> impl Iterator<Item = &clap::Command> {
+    cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help")
+}
+
+/// One man page: clap_mangen's NAME, SYNOPSIS, DESCRIPTION and OPTIONS, then COMMANDS (naming the pages that
+/// exist), EXAMPLES, EXIT STATUS, ENVIRONMENT and SEE ALSO.
+fn man_page(cmd: &clap::Command, path: &[String], shipped: &[String]) -> Vec<u8> {
+    use roff::{Roff, bold, roman};
+    let name = path.join("-");
+    // clap names are `&'static str` without its `string` feature; the generator runs once per process.
+    let static_name: &'static str = Box::leak(name.clone().into_boxed_str());
+    let page = cmd.clone().name(static_name).bin_name(path.join(" ")).disable_help_subcommand(true);
+    let man = clap_mangen::Man::new(page);
+    let mut buf = Vec::new();
+    man.render_title(&mut buf).expect("render to memory");
+    man.render_name_section(&mut buf).expect("render to memory");
+    man.render_synopsis_section(&mut buf).expect("render to memory");
+    man.render_description_section(&mut buf).expect("render to memory");
+    man.render_options_section(&mut buf).expect("render to memory");
+
+    let mut roff = Roff::new();
+    let subs: Vec<&clap::Command> = visible_subcommands(cmd).collect();
+    if !subs.is_empty() {
+        roff.control("SH", ["COMMANDS"]);
+        for sub in &subs {
+            roff.control("TP", []);
+            roff.text([bold(format!("{}-{}(1)", name, sub.get_name()))]);
+            if let Some(about) = sub.get_about() {
+                roff.text([roman(about.to_string())]);
+            }
         }
     }
-    walk(&root, "", files);
+    roff.control("SH", ["EXAMPLES"]);
+    for (what, line) in examples(path, &subs) {
+        roff.control("TP", []);
+        roff.text([roman(what)]);
+        roff.text([bold(line)]);
+    }
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, short, long) in super::exit::ExitCode::ALL {
+        roff.control("TP", []);
+        roff.text([bold(code.code().to_string())]);
+        roff.text([roman(format!("{short}: {}", long.replace('`', "")))]);
+    }
+    roff.control("SH", ["ENVIRONMENT"]);
+    for (var, what) in ENVIRONMENT {
+        roff.control("TP", []);
+        roff.text([bold(*var)]);
+        roff.text([roman(*what)]);
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    let mut see: Vec<String> = Vec::new();
+    if path.len() > 1 {
+        see.push(path[..path.len() - 1].join("-"));
+    }
+    see.extend(subs.iter().map(|s| format!("{name}-{}", s.get_name())));
+    see.retain(|p| shipped.contains(p));
+    let mut inlines = Vec::new();
+    for p in &see {
+        inlines.push(bold(p.clone()));
+        inlines.push(roman("(1), "));
+    }
+    inlines.push(bold("kubectl"));
+    inlines.push(roman("(1)"));
+    roff.text(inlines);
+    roff.to_writer(&mut buf).expect("render to memory");
+    man.render_version_section(&mut buf).expect("render to memory");
+    buf
+}
+
+/// Variables the binary reads (kubeconfig resolution, color, the playground, completion).
+const ENVIRONMENT: &[(&str, &str)] = &[
+    ("KUBECONFIG", "Kubeconfig files (a list, like kubectl) when --kubeconfig is not given; else ~/.kube/config."),
+    ("NO_COLOR", "When set and not empty, --color auto prints no color."),
+    ("DRUIDCTL_PLAYGROUND_DIR", "State directory of the playground when --dir is not given."),
+    (
+        "DRUIDCTL_ETCD_BIN",
+        "The etcd binary the playground and demo run (else etcd on PATH); \"simulated\" asks for simulated members.",
+    ),
+    ("DRUIDCTL_ETCDCTL_BIN", "The etcdctl binary the playground uses (else etcdctl on PATH)."),
+    ("COMPLETE", "Set by the completion scripts (COMPLETE=bash druidctl ...) to ask for completions."),
+];
+
+/// Example command lines of a page: hand-written for the commands people start with, else one per subcommand
+/// and the help of the command.
+fn examples(path: &[String], subs: &[&clap::Command]) -> Vec<(String, String)> {
+    let bin = path.join(" ");
+    let e = |what: &str, args: &str| (what.to_string(), format!("{bin} {args}").trim_end().to_string());
+    let key: Vec<&str> = path.iter().skip(1).map(String::as_str).collect();
+    match key.as_slice() {
+        [] => vec![
+            e("Health of every Etcd in every namespace:", "status -A"),
+            e(
+                "Print a runbook's plan without changing anything:",
+                "runbook quorum-loss-recovery -n shoot--dev etcd-main --plan",
+            ),
+            e("A rehearsal on a throw-away playground:", "demo"),
+        ],
+        ["status"] => vec![
+            e("Health of one Etcd:", "-n shoot--dev etcd-main"),
+            e("Every Etcd, as JSON, exit code 4 when one is unhealthy:", "-A -o json"),
+        ],
+        ["reconcile"] => vec![e("Reconcile now and wait until etcd-druid did:", "-n shoot--dev etcd-main --wait")],
+        ["suspend-reconcile"] | ["resume-reconcile"] => vec![e("By name or NAMESPACE/NAME:", "shoot--dev/etcd-main")],
+        ["list-resources"] => vec![e("Everything etcd-druid manages for an Etcd:", "-n shoot--dev etcd-main")],
+        ["protection", "enable"] | ["protection", "disable"] => {
+            vec![e("Every Etcd matching a selector:", "-n shoot--dev -l role=main")]
+        }
+        ["snapshot"] => vec![e("A full snapshot now:", "-n shoot--dev etcd-main")],
+        ["runbook", rb] if *rb != "list" && *rb != "abort" && *rb != "machine-replacement" => vec![
+            e("Print the plan and change nothing:", "-n shoot--dev etcd-main --plan"),
+            e("Run without questions (CI):", "-n shoot--dev etcd-main --yes"),
+        ],
+        ["playground", "up"] => vec![e("Three Etcds with three members each:", "--etcds 3")],
+        ["completion"] => vec![("Load bash completion in the current shell:".into(), format!("source <({bin} bash)"))],
+        _ if !subs.is_empty() => subs
+            .iter()
+            .map(|s| {
+                (
+                    format!("{}:", s.get_about().map(|a| a.to_string()).unwrap_or_default()),
+                    format!("{bin} {} --help", s.get_name()),
+                )
+            })
+            .collect(),
+        _ => vec![e("Every flag and argument of this command:", "--help")],
+    }
 }
 
 fn druidctl_command() -> clap::Command {
-    <super::Cli as clap::CommandFactory>::command()
+    super::tailor(<super::Cli as clap::CommandFactory>::command())
 }
 
 /// Every generated file, by path relative to the repository root.

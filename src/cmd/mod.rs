@@ -23,6 +23,7 @@ pub mod snapshot;
 pub mod status;
 pub mod suspend_reconcile;
 pub mod task;
+pub mod upstream;
 pub mod version;
 
 use std::path::PathBuf;
@@ -36,8 +37,9 @@ use druidctl::output::{ColorChoice, OutputFormat, Printer};
 
 /// Operations toolkit for etcd clusters managed by etcd-druid.
 ///
-/// Health at a glance, safe one-shot actions and (soon) guided runbooks. Also works as a kubectl plugin:
-/// `kubectl druid …`.
+/// Health at a glance, safe one-shot actions (reconcile, snapshot, compaction, maintenance, certificate renewal,
+/// machine deletion), guided runbooks (quorum-loss recovery, member restore, cert renewal, machine replacement)
+/// and a playground to rehearse on. Also works as a kubectl plugin: `kubectl druid …`.
 #[derive(Debug, Parser)]
 #[command(name = "druidctl", version, propagate_version = true, max_term_width = 110)]
 pub struct Cli {
@@ -49,36 +51,42 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The help section of the flags every command accepts.
+pub const GLOBAL: &str = "Global options";
+
 /// Flags every command accepts.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// Path to the kubeconfig file (default: $KUBECONFIG, a list, else ~/.kube/config).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use (default: the current context).
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "NAME", add = ArgValueCompleter::new(completion::contexts))]
     pub context: Option<String>,
     /// Namespace (default: the context's namespace, else "default").
-    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE", value_parser = parse_namespace)]
+    #[arg(short = 'n', long, global = true, help_heading = GLOBAL, value_name = "NAMESPACE", value_parser = parse_namespace, add = ArgValueCompleter::new(completion::namespaces))]
     pub namespace: Option<String>,
     /// Act on every namespace.
-    #[arg(short = 'A', long, global = true)]
+    #[arg(short = 'A', long, global = true, help_heading = GLOBAL)]
     pub all_namespaces: bool,
     /// Label selector, e.g. -l app=etcd-statefulset,role=main.
-    #[arg(short = 'l', long, global = true, value_name = "SELECTOR")]
+    #[arg(short = 'l', long, global = true, help_heading = GLOBAL, value_name = "SELECTOR")]
     pub selector: Option<String>,
     /// Output format.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t, value_name = "FORMAT")]
+    #[arg(short = 'o', long, global = true, help_heading = GLOBAL, value_enum, default_value_t, value_name = "FORMAT")]
     pub output: OutputFormat,
     /// When to color output (NO_COLOR is honoured in auto mode).
-    #[arg(long, global = true, value_enum, default_value_t, value_name = "WHEN")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_enum, default_value_t, value_name = "WHEN")]
     pub color: ColorChoice,
     /// More logging on stderr (-v info, -vv debug, -vvv trace).
-    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    #[arg(short = 'v', long = "verbose", global = true, help_heading = GLOBAL, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Time limit for each API request, e.g. 30s or 1m ("0": none).
-    #[arg(long, global = true, value_name = "DURATION", default_value = "0", value_parser = parse_timeout)]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "DURATION", default_value = "0", value_parser = parse_timeout)]
     pub request_timeout: RequestTimeout,
+    /// Accepted for etcd-druid's druidctl (`--no-banner`); druidctl prints no banner.
+    #[arg(long, global = true, hide = true)]
+    pub no_banner: bool,
 }
 
 /// A parsed `--request-timeout`.
@@ -143,7 +151,8 @@ pub enum Command {
     CopyBackups(copy_backups::CopyBackupsArgs),
     /// Run the EtcdOperatorTask controller (leader election, /metrics, /healthz, /readyz).
     Serve(serve::ServeArgs),
-    /// Guided runbooks for the bad days: permanent quorum loss, a failed member (--plan, --yes, --resume).
+    /// Guided runbooks for the bad days: quorum-loss-recovery, member-restore, cert-renewal, machine-replacement
+    /// (--plan, --yes, --resume).
     Runbook(runbook::RunbookArgs),
     /// A local landscape to rehearse on: API server and Etcds with real etcd processes.
     Playground(playground::PlaygroundArgs),
@@ -159,6 +168,13 @@ pub enum Command {
     Completion(completion::CompletionArgs),
     /// Print the version.
     Version(version::VersionArgs),
+    /// etcd-druid's druidctl spelling: `reconciliation trigger|suspend|resume` (reconcile, suspend-reconcile,
+    /// resume-reconcile).
+    #[command(hide = true)]
+    Reconciliation(upstream::ReconciliationArgs),
+    /// etcd-druid's druidctl spelling: `component-protection add|remove` (protection enable|disable).
+    #[command(hide = true)]
+    ComponentProtection(upstream::ComponentProtectionArgs),
     /// Regenerate completions/, man/, deploy/ and docs/exit-codes.md (for maintainers).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -174,8 +190,35 @@ pub struct EtcdTargets {
 
 /// The clap command, named as invoked (`kubectl druid` when run as the plugin).
 pub fn command() -> clap::Command {
-    let cmd = Cli::command();
+    let cmd = tailor(Cli::command());
     if druidctl::output::command_name() == "kubectl druid" { cmd.bin_name("kubectl druid") } else { cmd }
+}
+
+/// Global flags a command (and its subcommands) ignores, by command path: hidden from its help, man page and
+/// completion. clap propagates a global flag only to subcommands that do not define it already, so a hidden copy
+/// defined on the command replaces it there.
+const IGNORED_GLOBALS: &[(&str, &[&str])] = &[
+    ("demo", &["kubeconfig", "context", "namespace", "all_namespaces", "selector", "output", "request_timeout"]),
+    ("runbook", &["all_namespaces", "selector"]),
+    ("playground", &["namespace", "all_namespaces", "selector", "output"]),
+    ("completion", &["all_namespaces", "selector", "output"]),
+    ("version", &["kubeconfig", "context", "namespace", "all_namespaces", "selector", "request_timeout"]),
+    ("install", &["all_namespaces", "selector"]),
+    ("serve", &["selector", "output"]),
+];
+
+/// Hides the global flags each command ignores ([`IGNORED_GLOBALS`]).
+pub fn tailor(mut root: clap::Command) -> clap::Command {
+    let globals: Vec<clap::Arg> = root.get_arguments().filter(|a| a.is_global_set()).cloned().collect();
+    for (name, ignored) in IGNORED_GLOBALS {
+        root = root.mut_subcommand(*name, |mut sub| {
+            for arg in globals.iter().filter(|a| ignored.contains(&a.get_id().as_str())) {
+                sub = sub.arg(arg.clone().hide(true));
+            }
+            sub
+        });
+    }
+    root
 }
 
 /// Interrupted by Ctrl-C, with what to do next (printed once on stderr, without `error:`).
@@ -302,6 +345,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         Command::Renew(a) => renew::exec(&mut ctx, a).await,
                         Command::Cert(a) => cert::exec(&mut ctx, a).await,
                         Command::Machine(a) => machine::exec(&mut ctx, a).await,
+                        Command::Reconciliation(a) => upstream::reconciliation(&mut ctx, a).await,
+                        Command::ComponentProtection(a) => upstream::component_protection(&mut ctx, a).await,
                         Command::Version(_)
                         | Command::Completion(_)
                         | Command::Generate(_)

@@ -88,7 +88,7 @@ pub struct UpArgs {
 #[derive(Debug, Args)]
 pub struct BreakArgs {
     /// The failure: member-down, member-lost, quorum-lost, corrupt-member, backup-failing, apiserver-restart.
-    #[arg(value_name = "KIND")]
+    #[arg(value_name = "KIND", add = clap_complete::engine::ArgValueCompleter::new(super::completion::break_kinds))]
     pub kind: String,
     /// Member ordinals to hit (default: the highest one, or a majority for quorum-lost).
     #[arg(long = "member", value_name = "N", value_parser = clap::value_parser!(u32).range(0..=6))]

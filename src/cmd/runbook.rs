@@ -28,7 +28,8 @@ pub struct RunbookArgs {
     pub command: RunbookCommand,
 }
 
-/// The runbooks.
+/// The runbooks: quorum-loss-recovery, member-restore, cert-renewal and machine-replacement (`runbook list`
+/// describes each; `--plan` prints the steps and changes nothing).
 #[derive(Debug, Subcommand)]
 pub enum RunbookCommand {
     /// List the runbooks.
@@ -70,8 +71,8 @@ pub struct RunFlags {
     /// Start at this step (experts); a completed destructive step is still never repeated.
     #[arg(long, value_name = "STEP", conflicts_with = "plan")]
     pub from_step: Option<String>,
-    /// Proceed although the newest full snapshot is old or absent (what is not in it is lost).
-    #[arg(long)]
+    /// Set from `quorum-loss-recovery --accept-data-loss`, the one runbook that restores from a backup.
+    #[arg(skip)]
     pub accept_data_loss: bool,
 }
 
@@ -81,6 +82,9 @@ pub struct QuorumLossArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
     #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
+    /// Proceed although the newest full snapshot is old or absent (what is not in it is lost).
+    #[arg(long)]
+    pub accept_data_loss: bool,
     /// Runbook flags.
     #[command(flatten)]
     pub flags: RunFlags,
@@ -276,7 +280,8 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
     let (rb, target, flags) = match args.command {
         RunbookCommand::List => return list(ctx),
         RunbookCommand::QuorumLossRecovery(a) => {
-            (QUORUM_LOSS_RECOVERY, Target::Etcd { etcd: a.etcd, member: None }, a.flags)
+            let flags = RunFlags { accept_data_loss: a.accept_data_loss, ..a.flags };
+            (QUORUM_LOSS_RECOVERY, Target::Etcd { etcd: a.etcd, member: None }, flags)
         }
         RunbookCommand::MemberRestore(a) => {
             (MEMBER_RESTORE, Target::Etcd { etcd: a.etcd, member: Some(a.member) }, a.flags)
