@@ -153,10 +153,11 @@ mod tests {
         t.row(vec!["longer-name".into(), Cell::styled("Failed", Style::Bad)]);
         assert_eq!(t.render(false), "NAME          STATE\na             Succeeded\nlonger-name   Failed\n");
         let colored = t.render(true);
-        t.fit_last_column(20);
+        // 23 columns hold the widest line; at 20 the last column keeps 8 characters, the last one an ellipsis.
+        t.fit_last_column(23);
         assert_eq!(t.render(false), "NAME          STATE\na             Succeeded\nlonger-name   Failed\n");
-        t.fit_last_column(21);
-        assert_eq!(t.render(false), "NAME          STATE\na             Succee…\nlonger-name   Failed\n");
+        t.fit_last_column(20);
+        assert_eq!(t.render(false), "NAME          STATE\na             Succeed…\nlonger-name   Failed\n");
         assert!(colored.contains("\x1b[32ma\x1b[0m             Succeeded"));
     }
 }
