@@ -243,7 +243,8 @@ async fn a_pending_task_without_executor_blocking_local_tasks_is_named_and_task_
 async fn task_watch_all_namespaces_streams_tasks_of_every_namespace() {
     use std::io::{BufRead, BufReader};
     let (cli, _sidecar) = Cli::start().await;
-    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait"]).await;
+    // An EtcdOperatorTask (this cluster also serves EtcdOpsTask, which `auto` would pick).
+    let out = cli.run(&["snapshot", "delta", "etcd-main", "--no-wait", "--engine", "druidctl"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let name = cli.tasks().await[0].metadata.name.clone().unwrap();
     let dir = cli.dir.path().to_path_buf();

@@ -246,9 +246,8 @@ pub fn contexts(current: &OsStr) -> Vec<CompletionCandidate> {
 /// Completes `playground break` kinds.
 pub fn break_kinds(current: &OsStr) -> Vec<CompletionCandidate> {
     let current = current.to_string_lossy().to_string();
-    landscape::BreakKind::ALL
-        .iter()
-        .map(|(name, _)| *name)
+    super::playground::break_kind_names()
+        .into_iter()
         .filter(|n| n.starts_with(&current))
         .map(CompletionCandidate::new)
         .collect()

@@ -432,3 +432,8 @@ async fn request_break(ctx: &mut Context, dir: &Path, a: BreakArgs) -> anyhow::R
     }
     Ok(())
 }
+
+/// The names `playground break` accepts (for completion; the landscape defines them).
+pub fn break_kind_names() -> Vec<&'static str> {
+    landscape::BreakKind::ALL.iter().map(|(name, _)| *name).collect()
+}

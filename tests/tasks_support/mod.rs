@@ -59,7 +59,11 @@ pub async fn landscape() -> ApiServer {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), NS);
     for i in 0..3 {
         let name = format!("{ETCD}-{i}");
-        let pod = json!({"metadata": {"name": name, "namespace": NS}, "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}});
+        // The labels etcd-druid's StatefulSet template gives its pods (druid@v0.37.1 internal/component/statefulset).
+        let labels = json!({"app": "etcd-statefulset", "app.kubernetes.io/managed-by": "etcd-druid",
+                            "app.kubernetes.io/part-of": ETCD, "app.kubernetes.io/name": ETCD});
+        let pod = json!({"metadata": {"name": name, "namespace": NS, "labels": labels},
+                         "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}});
         pods.create(&post, &serde_json::from_value(pod).unwrap()).await.unwrap();
         let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
         pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();

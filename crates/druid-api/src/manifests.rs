@@ -86,9 +86,11 @@ pub fn serve_rules() -> Vec<PolicyRule> {
         rule(&["druid.gardener.cloud"], &["etcdoperatortasks/status"], &["patch"]),
         rule(&["druid.gardener.cloud"], &["etcds"], &["get"]),
         rule(&["druid.gardener.cloud"], &["etcdcopybackupstasks"], &["get", "list", "create", "delete"]),
-        rule(&["coordination.k8s.io"], &["leases"], &["get", "create", "update", "delete"]),
+        // The health model reads member leases, pods and PVCs with one LIST per kind (health::collect).
+        rule(&["coordination.k8s.io"], &["leases"], &["get", "list", "create", "update", "delete"]),
         rule(&[""], &["events"], &["create"]),
-        rule(&[""], &["pods", "persistentvolumeclaims"], &["get"]),
+        rule(&[""], &["pods"], &["get", "list"]),
+        rule(&[""], &["persistentvolumeclaims"], &["list"]),
         // `tasks::sidecar::route` reads the Service `<etcd>-client` for the backup port.
         rule(&[""], &["services"], &["get"]),
         rule(&[""], &["services/proxy", "pods/proxy"], &["create"]),

@@ -261,7 +261,8 @@ mod tests {
             send(&admin, http::Method::GET, "/api/v1/namespaces/default/pods/nope:8080/proxy/defrag").await,
             Err(404)
         );
-        assert_eq!(send(&admin, http::Method::POST, uri).await, Err(503), "no backend yet");
+        // No IP and no backend: kube refuses to dial (400 "address not allowed").
+        assert_eq!(send(&admin, http::Method::POST, uri).await, Err(400), "no backend yet");
         server.register_pod_backend("default", "etcd-main-0", 8080, echo_backend().await);
         assert_eq!(send(&admin, http::Method::POST, uri).await.unwrap(), "pod saw POST /defrag?x=1 HTTP/1.1");
         let named = "/api/v1/namespaces/default/pods/etcd-main-0:server/proxy/healthz";
@@ -295,7 +296,8 @@ mod tests {
         assert_eq!(server.request_log().count_code("create", "pods/proxy", 200), 2);
 
         server.unregister_pod_backend("default", "etcd-main-0", 8080);
-        assert_eq!(send(&admin, http::Method::POST, uri).await, Err(503));
+        // The pod has no IP: with its backend gone kube-sim refuses like kube ("address not allowed").
+        assert_eq!(send(&admin, http::Method::POST, uri).await, Err(400));
     }
 
     /// A TLS backend with a self-signed certificate answering like [`echo_backend`].
