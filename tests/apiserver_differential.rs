@@ -9,6 +9,8 @@
 //! - `DRUIDCTL_DIFF_FILTER`: only scenarios whose name contains this string (for debugging)
 //! - `CI`: when set, a missing or unstartable real API server fails the test instead of skipping it.
 
+mod realk8s_support;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,28 +38,6 @@ const POM: &str = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
 // ---------------------------------------------------------------------------------------------------------------
 // Processes: the real API server (realk8s.sh) and the embedded one (druidctl playground apiserver)
 // ---------------------------------------------------------------------------------------------------------------
-
-/// A realk8s instance started by this test; `reset` (stop + wipe etcd data) on drop, also on panic.
-struct RealK8s {
-    script: PathBuf,
-    env: Vec<(String, String)>,
-}
-
-impl RealK8s {
-    fn run(&self, cmd: &str) -> std::io::Result<std::process::Output> {
-        Command::new("bash").arg(&self.script).arg(cmd).envs(self.env.iter().cloned()).stdin(Stdio::null()).output()
-    }
-}
-
-impl Drop for RealK8s {
-    fn drop(&mut self) {
-        let _ = self.run("reset");
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// The embedded API server as a separate process; SIGTERM on drop.
 struct Embedded {
@@ -108,61 +88,6 @@ impl Drop for Embedded {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
-
-/// Finds or starts the real API server. `None` = skip (only outside CI).
-fn real_apiserver() -> Option<(Option<RealK8s>, PathBuf, Option<PathBuf>)> {
-    if let Some(kc) = std::env::var_os("DRUIDCTL_REALK8S_KUBECONFIG") {
-        let kc = PathBuf::from(kc);
-        assert!(kc.exists(), "DRUIDCTL_REALK8S_KUBECONFIG={} does not exist", kc.display());
-        let limited = kc.with_file_name("kubeconfig-limited");
-        return Some((None, kc, limited.exists().then_some(limited)));
-    }
-    let dir = std::env::var_os("DRUIDCTL_REALK8S")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realk8s"));
-    let script = dir.join("realk8s.sh");
-    if !script.exists() {
-        let msg = format!("differential: real API server missing: {} (set DRUIDCTL_REALK8S)", script.display());
-        if in_ci() {
-            panic!("{msg}");
-        }
-        eprintln!("{msg}; SKIPPED (outside CI)");
-        return None;
-    }
-    // Binaries and PKI are kept between runs in the target dir; etcd data is wiped by `reset` at the end.
-    let state = Path::new(env!("CARGO_TARGET_TMPDIR")).join("realk8s-diff");
-    let env = vec![
-        ("REALK8S_DIR".to_string(), state.display().to_string()),
-        ("REALK8S_API_PORT".to_string(), free_port().to_string()),
-        ("REALK8S_ETCD_PORT".to_string(), free_port().to_string()),
-        ("REALK8S_ETCD_PEER_PORT".to_string(), free_port().to_string()),
-        ("REALK8S_KCM_PORT".to_string(), free_port().to_string()),
-        // No controller manager: answers must not depend on controllers racing the test.
-        ("REALK8S_WITH_KCM".to_string(), "0".to_string()),
-    ];
-    let real = RealK8s { script, env };
-    let _ = real.run("reset");
-    let out = real.run("start");
-    let ok = out.as_ref().is_ok_and(|o| o.status.success());
-    if !ok {
-        let msg = match &out {
-            Ok(o) => format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
-            Err(e) => e.to_string(),
-        };
-        if in_ci() {
-            panic!("differential: the real API server did not start:\n{msg}");
-        }
-        eprintln!("differential: the real API server did not start; SKIPPED (outside CI):\n{msg}");
-        return None;
-    }
-    let kc = state.join("kubeconfig");
-    let limited = state.join("kubeconfig-limited");
-    Some((Some(real), kc, limited.exists().then_some(limited)))
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1821,9 +1746,13 @@ struct StepReport {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apiserver_differential() {
     let started = Instant::now();
-    let Some((real_guard, real_kc, real_limited)) = tokio::task::block_in_place(real_apiserver) else {
+    // The shared helper starts a private instance (state `$CARGO_TARGET_TMPDIR/realk8s-diff`) without the
+    // controller manager, so that no controller changes what the test compares; it fails under CI when missing.
+    let Some(real_guard) = tokio::task::block_in_place(|| realk8s_support::RealK8s::get("diff", false)) else {
         return;
     };
+    let real_kc = real_guard.kubeconfig.clone();
+    let real_limited = real_guard.limited_kubeconfig.exists().then(|| real_guard.limited_kubeconfig.clone());
     let embedded = tokio::task::block_in_place(Embedded::start);
     eprintln!("differential: servers up after {:.1}s", started.elapsed().as_secs_f64());
 
