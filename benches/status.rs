@@ -14,71 +14,23 @@
 
 #[path = "../tests/realk8s_support/mod.rs"]
 mod realk8s_support;
+#[path = "../tests/seed_support/mod.rs"]
+mod seed_support;
+
+use seed_support::{FIXTURE_NS, resource};
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-
-const FIXTURE_NS: &str = "shoot--dev--app";
-
-fn parse_duration(text: &str) -> SignedDuration {
-    let (num, unit) = text.split_at(text.len() - 1);
-    let n: i64 = num.parse().expect("duration number");
-    SignedDuration::from_secs(match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        other => panic!("unit {other}"),
-    })
-}
-
-/// Fills `{{ago D}}` and `{{micro-ago D}}` relative to `now` (as tests/status_seed_golden.rs does).
-fn fill_times(text: &str, now: Timestamp) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let end = rest[start..].find("}}").expect("closing }}") + start;
-        let (kind, d) = rest[start + 2..end].split_once(' ').expect("placeholder");
-        let t = now - parse_duration(d);
-        out.push_str(&match kind {
-            "ago" => t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            "micro-ago" => t.strftime("%Y-%m-%dT%H:%M:%S.000000Z").to_string(),
-            other => panic!("placeholder {other}"),
-        });
-        rest = &rest[end + 2..];
-    }
-    out.push_str(rest);
-    out
-}
 
 /// The healthy seed objects, moved to namespace `ns`.
 fn healthy_docs(ns: &str, now: Timestamp) -> Vec<Value> {
-    let path = format!("{}/tests/fixtures/seed/healthy.yaml", env!("CARGO_MANIFEST_DIR"));
-    let text = fill_times(&std::fs::read_to_string(&path).expect("fixture"), now).replace(FIXTURE_NS, ns);
-    text.split("\n---\n").skip(1).map(|doc| serde_saphyr::from_str::<Value>(doc).expect("fixture parses")).collect()
-}
-
-fn resource(obj: &Value) -> ApiResource {
-    let api_version = obj["apiVersion"].as_str().unwrap();
-    let kind = obj["kind"].as_str().unwrap();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let plural = match kind {
-        "Etcd" => "etcds",
-        "StatefulSet" => "statefulsets",
-        "Pod" => "pods",
-        "PersistentVolumeClaim" => "persistentvolumeclaims",
-        "Lease" => "leases",
-        "ConfigMap" => "configmaps",
-        other => panic!("kind {other}"),
-    };
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+    seed_support::load_into("healthy", now, ns)
 }
 
 /// Creates namespace `ns` and every object of the healthy seed in it, then writes each status through the
