@@ -168,10 +168,7 @@ async fn compact(ctx: &Ctx, client: &Client, job: &Job) {
             &Patch::Merge(&json!({"status": {"startTime": start, "active": 1}})),
         )
         .await;
-    let result = match compaction_run(client, job).await {
-        Ok(run) => compact_store(ctx, client, &ns, &run).await,
-        Err(e) => Err(e),
-    };
+    let result = run_compaction(ctx, client, job).await;
     let now = jiff::Timestamp::now().to_string();
     let status = match &result {
         Ok(msg) => {
@@ -195,6 +192,13 @@ async fn compact(ctx: &Ctx, client: &Client, job: &Job) {
             ctx.busy.lock().expect("busy").insert(given_up(&job));
         }
     }
+}
+
+/// What the Job's pod does: read its flags and objects as `etcdbrctl compact` would, then compact the store.
+async fn run_compaction(ctx: &Ctx, client: &Client, job: &Job) -> Result<String, String> {
+    let ns = job.metadata.namespace.clone().unwrap_or_default();
+    let run = compaction_run(client, job).await?;
+    compact_store(ctx, client, &ns, &run).await
 }
 
 /// Key in `busy` of a Job whose status the server refused for good.
@@ -231,7 +235,7 @@ async fn run_job_pods(ctx: &Arc<Ctx>, job: &Job) {
             continue;
         }
         spawn_once(ctx, format!("{ns}/jobpod/{uid}"), {
-            let (ctx, job, pods, ns) = (ctx.clone(), job.clone(), pods.clone(), ns.clone());
+            let (ctx, job, pods) = (ctx.clone(), job.clone(), pods.clone());
             async move {
                 let name = p.metadata.name.clone().unwrap_or_default();
                 let containers: Vec<(String, String)> = p
@@ -251,11 +255,7 @@ async fn run_job_pods(ctx: &Arc<Ctx>, job: &Job) {
                 let status = json!({"status": {"phase": "Running", "startTime": start, "podIP": "127.0.0.1",
                     "hostIP": "127.0.0.1", "containerStatuses": running}});
                 let _ = pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
-                let client = ctx.clients.druid.clone();
-                let result = match compaction_run(&client, &job).await {
-                    Ok(run) => compact_store(&ctx, &client, &ns, &run).await,
-                    Err(e) => Err(e),
-                };
+                let result = run_compaction(&ctx, &ctx.clients.druid, &job).await;
                 let now = jiff::Timestamp::now().to_string();
                 let (phase, code, reason, message) = match &result {
                     Ok(m) => ("Succeeded", 0, "Completed", m.clone()),
