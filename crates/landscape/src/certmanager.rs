@@ -33,7 +33,7 @@ fn certificate_resource() -> ApiResource {
 
 /// How long cert-manager's trigger controller waits after a failed issuance before it sets `Issuing` again on
 /// its own (`shouldBackoffReissuingOnFailure` in cert-manager `pkg/controller/certificates/trigger/
-/// trigger_controller.go`, since v1.6 with `status.failedIssuanceAttempts`): one hour, doubled for every
+/// trigger_controller.go`, since v1.8 with `status.failedIssuanceAttempts`; v1.21 makes both bounds flags): one hour, doubled for every
 /// further consecutive failure, never more than 32 hours. A status without the attempts counter (written
 /// before v1.6) waits the old fixed hour.
 pub fn retry_backoff(failed_issuance_attempts: Option<i64>) -> SignedDuration {
