@@ -9,7 +9,7 @@
 //! - `DRUIDCTL_DIFF_FILTER`: only scenarios whose name contains this string (for debugging)
 //! - `CI`: when set, a missing or unstartable real API server fails the test instead of skipping it.
 
-mod realk8s_support;
+use crate::realk8s_support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

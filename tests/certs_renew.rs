@@ -1,8 +1,8 @@
 //! `renew` and `cert status` end to end: the real binary against the embedded API server (real CRDs) with the
 //! cert-manager actor issuing real key pairs, or failing on demand.
 
-mod certs_machines_support;
-mod cli_support;
+use crate::certs_machines_support;
+use crate::cli_support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The foundation commands against the embedded API server: install, the annotation commands, reconcile with
 //! --wait (an actor plays etcd-druid), list-resources, and output formats.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::Duration;
 

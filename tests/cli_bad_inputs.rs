@@ -1,7 +1,7 @@
 //! Bad input of every kind ends in exactly one line on stderr, the documented exit code, and no change to the
 //! cluster. Runs the real binary against the embedded API server over HTTP.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::Fixture;
 

@@ -3,7 +3,7 @@
 //! is checked. The cluster is the embedded API server (namespaces shoot--a, shoot--b; Etcds shoot--a/etcd-main,
 //! shoot--a/etcd-events, shoot--b/etcd-other).
 
-mod cli_support;
+use crate::cli_support;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! uses the current context (and its namespace), and `kubectl druid <TAB>` completes through the
 //! `kubectl_complete-druid` shim.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! the alias on `shoot--b/etcd-other` (both start without annotations), and their annotations must be equal after
 //! every step.
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::Fixture;
 use serde_json::Value;

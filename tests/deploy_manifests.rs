@@ -1,7 +1,7 @@
 //! Every manifest in `deploy/` (the CRD, the ClusterRoles, the `serve` Deployment) is accepted by the real
 //! kube-apiserver: `kubectl apply --dry-run=server`, which runs admission and validation without storing.
 
-mod realk8s_support;
+use crate::realk8s_support;
 
 use realk8s_support::RealK8s;
 

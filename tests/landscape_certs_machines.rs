@@ -2,7 +2,7 @@
 //! on the Nodes of a MachineSet (MCM actor). Real etcd: skips without the binary unless
 //! `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::time::{Duration, Instant};
 

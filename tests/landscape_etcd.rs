@@ -2,7 +2,7 @@
 //! learners, and no leaked processes. Needs the `etcd` binary (skips without it unless
 //! `DRUIDCTL_REQUIRE_ETCD=1`, which makes these tests fail instead).
 
-mod etcd_support;
+use crate::etcd_support;
 
 use std::time::Duration;
 
@@ -228,7 +228,7 @@ fn a_killed_supervisor_leaves_no_etcd_behind() {
     let Some(_) = require_etcd("kill -9 leak check") else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["leak_helper_starts_a_member_and_waits_to_be_killed", "--exact", "--nocapture"])
+        .args(["landscape_etcd::leak_helper_starts_a_member_and_waits_to_be_killed", "--exact", "--nocapture"])
         .env("DRUIDCTL_LEAK_HELPER_DIR", dir.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -2,7 +2,7 @@
 //! external one of `DRUIDCTL_TEST_KUBECONFIG` (see `e2e_support`).
 //! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
 
-mod e2e_support;
+use crate::e2e_support;
 
 use std::time::{Duration, Instant};
 

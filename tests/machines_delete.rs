@@ -1,8 +1,7 @@
 //! `machine delete` end to end: the real binary against the embedded API server (real CRDs) with the MCM actor
 //! running a MachineSet of three machines, each node hosting one member of a three-member Etcd.
 
-mod certs_machines_support;
-mod cli_support;
+use crate::certs_machines_support;
 
 use std::time::Duration;
 

@@ -11,9 +11,9 @@
 //! 4. The operator commands then run again as the druidctl binary on the real server, authenticated with a
 //!    token of a ServiceAccount bound only to `druidctl:operator`.
 
-mod cli_support;
-mod realk8s_support;
-mod tasks_support;
+use crate::cli_support;
+use crate::realk8s_support;
+use crate::tasks_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

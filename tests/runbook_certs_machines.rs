@@ -4,8 +4,8 @@
 //! The member pods here have no TLS endpoint, so the served-certificate check reports them as not verified;
 //! `runbook_certs_playground` checks real served certificates.
 
-mod certs_machines_support;
-mod cli_support;
+use crate::certs_machines_support;
+use crate::cli_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! watched during the run to prove it never lost quorum.
 //! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
 
-mod runbook_support;
+use crate::runbook_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@
 //! Together they take about 30 s on two cores (17 s and 13 s).
 //! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
 
-mod runbook_support;
+use crate::runbook_support;
 
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! down is replaced by an empty one that rejoins as a learner and is promoted, while the Etcd stays Ready
 //! (quorate) the whole time. Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`).
 
-mod runbook_support;
+use crate::runbook_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

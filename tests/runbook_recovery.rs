@@ -3,7 +3,7 @@
 //! destructive part is finished by re-running it, without repeating a completed destructive step.
 //! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
 
-mod runbook_support;
+use crate::runbook_support;
 
 use std::time::Duration;
 

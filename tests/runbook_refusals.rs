@@ -2,7 +2,7 @@
 //! stderr, and an unchanged cluster (no task, no annotation, StatefulSet untouched).
 //! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
 
-mod runbook_support;
+use crate::runbook_support;
 
 use landscape::etcd::require_etcd;
 use runbook_support::*;

@@ -4,7 +4,7 @@
 //! protection back on); Ctrl-C at every step stops at a safe point and prints the resume command once on stderr.
 //! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead).
 
-mod runbook_support;
+use crate::runbook_support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! simulated members (Ready, keys, `member-down`, `quorum-lost`, a sidecar snapshot restored into a fresh member,
 //! `runbook cert-renewal` verifying the serials the members serve on their client TLS listeners).
 
-mod etcd_support;
+use crate::etcd_support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! Etcd of the cluster (`-A`, three Etcds here). Counted from the embedded API server's request log while the
 //! real binary runs; a count, never a time (performance is measured in `benches/`).
 
-mod cli_support;
+use crate::cli_support;
 
 use cli_support::{CONTEXT_NS, Fixture, bin};
 

@@ -17,8 +17,8 @@
 //! Each scenario is applied to the embedded API server (create, then the status subresource, as the real
 //! controllers write it) and judged by the druidctl binary.
 
-mod cli_support;
-mod seed_support;
+use crate::cli_support;
+use crate::seed_support;
 
 use cli_support::run_with;
 use jiff::Timestamp;

@@ -1,7 +1,7 @@
 //! The task commands, driving the real binary against the embedded API server over HTTP: precondition
 //! refusals, the missing-executor message, `--local` execution and the exit codes of `--wait`.
 
-mod tasks_support;
+use crate::tasks_support;
 
 use std::process::{Command, Output};
 

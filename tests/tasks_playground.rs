@@ -2,7 +2,7 @@
 //! external one of `DRUIDCTL_TEST_KUBECONFIG`: see `e2e_support`), executed in-process as `--local` does.
 //! Needs the `etcd` binary (skips without it unless `DRUIDCTL_REQUIRE_ETCD=1`).
 
-mod e2e_support;
+use crate::e2e_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! one leads; the leader is SIGKILLed in the middle of a snapshot task, the standby takes over, and the task
 //! finishes with the snapshot taken exactly once (counted by the backup sidecar, the only side effect).
 
-mod tasks_support;
+use crate::tasks_support;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -1,7 +1,7 @@
 //! The DEP-05 task types end to end against the embedded API server, with small fakes standing in for the
 //! backup sidecar (behind the service proxy), the Job controller and etcd-druid's copy-backups controller.
 
-mod tasks_support;
+use crate::tasks_support;
 
 use std::sync::Arc;
 use std::time::Duration;

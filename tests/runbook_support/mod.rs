@@ -3,8 +3,7 @@
 //! the cluster facts a refusal must leave unchanged.
 #![allow(dead_code)]
 
-#[path = "../e2e_support/mod.rs"]
-mod e2e_support;
+use crate::e2e_support;
 
 pub use e2e_support::E2e;
 

@@ -1,7 +1,7 @@
 //! RBAC, SelfSubjectAccessReview, admission hooks, the service proxy, fault injection, the HTTP
 //! transport through a kubeconfig, and CRD registration of the embedded API server.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Fidelity of the embedded API server as seen by the real `kubectl` over loopback HTTP.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
