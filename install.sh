@@ -33,6 +33,16 @@ case "${1:-}" in
 esac
 
 command -v cargo >/dev/null 2>&1 || { echo "install.sh: cargo is required (https://rustup.rs)" >&2; exit 1; }
+# The etcd client (crate etcd-client) compiles etcd's protobuf definitions at build time with protoc.
+if ! command -v protoc >/dev/null 2>&1 && [ -z "${PROTOC:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install.sh: installing protobuf-compiler (protoc, needed to build the etcd client)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null
+  else
+    echo "install.sh: protoc is required to build the etcd client; install it (Debian/Ubuntu: apt-get install protobuf-compiler, macOS: brew install protobuf) or set PROTOC" >&2
+    exit 1
+  fi
+fi
 # DRUIDCTL_CARGO_FLAGS=--debug (with CARGO_TARGET_DIR=target) reuses a development build.
 echo "install.sh: compiling druidctl from source with cargo; this takes several minutes on 2 cores (cargo shows its progress)"
 cargo install --path . --locked --root "$PREFIX" --force ${DRUIDCTL_CARGO_FLAGS:-}

@@ -11,6 +11,11 @@ if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; th
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
 fi
+if ! command -v protoc >/dev/null 2>&1 && [ -z "${PROTOC:-}" ]; then
+  echo "test.sh: installing protobuf-compiler (protoc builds the etcd client's protobuf definitions)"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null
+fi
 if ! command -v man >/dev/null 2>&1; then
   echo "test.sh: installing man-db (tests/man_pages.rs renders every man page with man --warnings)"
   as_root apt-get update -qq

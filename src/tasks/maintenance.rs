@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::config::{ConfigError, Fields, parse_yaml};
 use super::preconditions::{Facts, require_all_members_ready, require_quorum};
-use super::sidecar::{Target, post};
+use super::etcd_access;
 use super::step::{Readiness, Step, StepContext, StepError, StepFuture};
 use super::{TaskKind, TaskPlan};
 use crate::api::Etcd;
@@ -125,23 +125,33 @@ impl TaskPlan for MaintenanceConfig {
 
 struct Compact;
 
+/// The member whose etcd is asked to compact: the leader when etcd-druid names one, else the first member.
+/// Compaction is a raft proposal, so any member would do; the leader saves a forward.
+fn compaction_member(etcd: &Etcd) -> Option<MemberRef> {
+    defragmentation_order(etcd).pop()
+}
+
 impl Step for Compact {
     fn name(&self) -> String {
         "CompactEtcd".into()
     }
     fn description(&self) -> String {
-        "compact the etcd keyspace up to the current revision (through the leading backup sidecar)".into()
+        "compact the etcd keyspace up to the current revision (etcd's KV API, on the leading member)".into()
     }
     fn kubectl(&self) -> Vec<String> {
-        vec!["etcdctl compact $(etcdctl endpoint status -w json | jq '.[0].Status.header.revision')".into()]
+        vec!["etcdctl compact --physical $(etcdctl endpoint status -w json | jq '.[0].Status.header.revision')".into()]
     }
     fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
         async move { Ok(cx.journal("compactedAt").is_some()) }.boxed()
     }
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
-            let reply = post(&cx.client, &cx.etcd, &Target::Leader, "compact").await?;
-            cx.record("compactedAt", reply.get("revision").cloned().unwrap_or(Value::Bool(true))).await
+            let etcd = fresh_etcd(cx).await?;
+            let member = compaction_member(&etcd)
+                .ok_or_else(|| StepError::Permanent("the etcd has no members to compact through".into()))?;
+            let mut conn = etcd_access::connect(&cx.client, &etcd, &member.pod).await?;
+            let revision = etcd_access::compact(&mut conn).await?;
+            cx.record("compactedAt", json!(revision)).await
         }
         .boxed()
     }
@@ -202,10 +212,11 @@ impl Step for Defragment {
                     unready.join(", ")
                 )));
             }
-            // Always this member's own sidecar (pod proxy), the leader too: the client service follows
-            // leadership, which may have moved since the order was computed.
-            post(&cx.client, &etcd, &Target::Member(self.member.pod.clone()), "defrag").await?;
-            cx.record(&self.key(), Value::Bool(true)).await
+            // This member's own etcd (defragmentation is per member), the leader too.
+            let mut conn = etcd_access::connect(&cx.client, &etcd, &self.member.pod).await?;
+            let (before, after) = etcd_access::defragment(&mut conn).await?;
+            cx.record(&self.key(), json!({"dbSizeBefore": before, "dbSizeAfter": after, "at": jiff::Timestamp::now().to_string()}))
+                .await
         }
         .boxed()
     }

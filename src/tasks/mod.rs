@@ -8,6 +8,7 @@ pub mod cert_renewal;
 pub mod compaction;
 pub mod config;
 pub mod copy_backups;
+pub mod etcd_access;
 pub mod machine_deletion;
 pub mod maintenance;
 pub mod member_restore;

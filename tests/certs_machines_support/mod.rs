@@ -112,7 +112,7 @@ pub fn start_cert_manager(server: &ApiServer) -> CertManager {
     server.add_user("cert-manager", &["system:masters"]);
     CertManager::start(
         server.client_for("cert-manager"),
-        CertManagerOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100) },
+        CertManagerOptions { namespace: Some(NS.into()), tick: Duration::from_millis(100), ..Default::default() },
     )
 }
 

@@ -97,7 +97,7 @@ impl Sidecar {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         server.register_service_backend(NS, &format!("{ETCD}-client"), 8080, addr);
-        // Each member's own sidecar (pod proxy, e.g. defragmentation) is this fake too.
+        // Each member's own sidecar (pod proxy) is this fake too.
         for i in 0..3 {
             server.register_pod_backend(NS, &format!("{ETCD}-{i}"), 8080, addr);
         }
@@ -115,8 +115,13 @@ impl Sidecar {
                             let body = match path.as_str() {
                                 "/snapshot/full" => renew(&client, &format!("{ETCD}-full-snap")).await,
                                 "/snapshot/delta" => renew(&client, &format!("{ETCD}-delta-snap")).await,
-                                "/compact" => json!({"message": "compacted", "revision": 42}),
-                                _ => json!({"message": "ok"}),
+                                "/healthz" => json!({"health": true}),
+                                // Go's ServeMux, for what etcd-backup-restore's server does not register.
+                                _ => {
+                                    let mut r = hyper::Response::new(Full::new(Bytes::from_static(b"404 page not found\n")));
+                                    *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                                    return Ok::<_, Infallible>(r);
+                                }
                             };
                             Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body.to_string()))))
                         }
@@ -150,4 +155,66 @@ pub async fn lose_quorum(client: &Client) {
         let status = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
         pods.patch_status(&format!("{ETCD}-{i}"), &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
     }
+}
+
+/// A real one-member etcd (Debian's `etcd`) standing in for the members' etcd, serving client TLS as a Gardener
+/// seed's members do: a CA, a server certificate for `<etcd>-client.<ns>.svc` signed by it and a client key
+/// pair, in the secrets the Etcd's `spec.etcd.clientUrlTls` then names (`ca-etcd` with `bundle.crt` as its
+/// `dataKey`, as Gardener sets it; `etcd-server`; `etcd-client`). Every member pod of the fake landscape gets
+/// the playground's TLS client-URL annotation pointing at it, so compaction and defragmentation go through
+/// etcd's own API over verified TLS. `None` (skipped) without the binary, unless `DRUIDCTL_REQUIRE_ETCD=1`,
+/// which fails instead. Keep the returned values alive while the member is used.
+pub async fn real_member_etcd(
+    server: &ApiServer,
+    test: &str,
+) -> Option<(landscape::etcd::MemberProcess, tempfile::TempDir)> {
+    use druidctl::api::names::CLIENT_TLS_URL_ANNOTATION;
+    use k8s_openapi::api::core::v1::{Pod, Secret};
+    use landscape::certmanager::{KeyPairRequest, SigningCa, generate_signed};
+    use landscape::etcd::process::ClientTls;
+    let binary = landscape::etcd::require_etcd(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    let now = jiff::Timestamp::now();
+    let later = now.checked_add(jiff::SignedDuration::from_hours(1)).unwrap();
+    let req = |cn: &'static str, dns: &'static [String], is_ca| KeyPairRequest {
+        common_name: cn,
+        dns_names: dns,
+        not_before: now,
+        not_after: later,
+        is_ca,
+    };
+    let (ca_crt, ca_key) = generate_signed(&req("etcd-ca", &[], true), None).unwrap();
+    let ca = SigningCa { common_name: "etcd-ca", key_pem: &ca_key };
+    let server_dns: &'static [String] = Box::leak(Box::new([format!("{ETCD}-client.{NS}.svc")]));
+    let (server_crt, server_key) = generate_signed(&req("etcd-server", server_dns, false), Some(&ca)).unwrap();
+    let (client_crt, client_key) = generate_signed(&req("etcd-client", &[], false), Some(&ca)).unwrap();
+    let (cert_file, key_file) = (dir.path().join("server.crt"), dir.path().join("server.key"));
+    std::fs::write(&cert_file, &server_crt).unwrap();
+    std::fs::write(&key_file, &server_key).unwrap();
+    let mut config = landscape::etcd::MemberConfig::new("member", dir.path().join("data"), dir.path().join("etcd.log"));
+    let port = landscape::etcd::ports::free_port();
+    config.client_tls = Some(ClientTls { port, cert_file, key_file });
+    let member = landscape::etcd::MemberProcess::spawn(&binary, config).unwrap();
+    member.wait_serving(std::time::Duration::from_secs(30)).await.unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(server.client(), NS);
+    for (name, data) in [
+        ("ca-etcd", json!({"bundle.crt": ca_crt})),
+        ("etcd-server", json!({"tls.crt": server_crt, "tls.key": server_key})),
+        ("etcd-client", json!({"tls.crt": client_crt, "tls.key": client_key})),
+    ] {
+        let secret = json!({"metadata": {"name": name, "namespace": NS}, "stringData": data});
+        secrets.create(&PostParams::default(), &serde_json::from_value(secret).unwrap()).await.unwrap();
+    }
+    let etcds: Api<DynamicObject> = Api::namespaced_with(server.client(), NS, &etcd_ar());
+    let tls = json!({"spec": {"etcd": {"clientUrlTls": {
+        "tlsCASecretRef": {"name": "ca-etcd", "dataKey": "bundle.crt"},
+        "serverTLSSecretRef": {"name": "etcd-server"}, "clientTLSSecretRef": {"name": "etcd-client"}}}}});
+    etcds.patch(ETCD, &PatchParams::default(), &Patch::Merge(&tls)).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(server.client(), NS);
+    for i in 0..3 {
+        let patch = json!({"metadata": {"annotations": {CLIENT_TLS_URL_ANNOTATION: format!("https://127.0.0.1:{port}")}}});
+        pods.patch(&format!("{ETCD}-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    }
+    Some((member, dir))
 }

@@ -39,6 +39,9 @@ pub struct CertificateSpec {
     /// How long before expiry to renew (Go duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renew_before: Option<String>,
+    /// Whether the certificate is a CA (cert-manager `spec.isCA`).
+    #[serde(rename = "isCA", default, skip_serializing_if = "Option::is_none")]
+    pub is_ca: Option<bool>,
 }
 
 /// Reference to an Issuer or ClusterIssuer.

@@ -127,6 +127,10 @@ pub struct SecretReference {
     /// Namespace (defaults to the Etcd's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Key of the data map holding the value (the CA bundle of `tlsCASecretRef`; etcd-druid reads `ca.crt`
+    /// when unset, Gardener sets `bundle.crt`).
+    #[serde(rename = "dataKey", default, skip_serializing_if = "Option::is_none")]
+    pub data_key: Option<String>,
 }
 
 /// Observed state of an Etcd.

@@ -93,7 +93,11 @@ pub fn serve_rules() -> Vec<PolicyRule> {
         rule(&[""], &["persistentvolumeclaims"], &["list"]),
         // `tasks::sidecar::route` reads the Service `<etcd>-client` for the backup port.
         rule(&[""], &["services"], &["get"]),
-        rule(&[""], &["services/proxy", "pods/proxy"], &["create"]),
+        // Snapshots go to the leading sidecar through the client Service's proxy.
+        rule(&[""], &["services/proxy"], &["create"]),
+        // Compaction and defragmentation talk to etcd itself with the Etcd's client TLS: its CA bundle and
+        // client key pair (tasks::etcd_access; in the cluster, the member's DNS name, so no port-forward).
+        rule(&[""], &["secrets"], &["get"]),
         rule(&["apps"], &["statefulsets"], &["get"]),
         rule(&["batch"], &["jobs"], &["get", "list", "create", "delete"]),
     ]

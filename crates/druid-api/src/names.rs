@@ -164,6 +164,11 @@ pub const ANNOTATION_DIRECT_ADDRESS: &str = "playground.druidctl.gardener.cloud/
 /// `status.podIP` and the Etcd's client port (set by the playground; usable for a port-forward).
 pub const CLIENT_TLS_URL_ANNOTATION: &str = "playground.druidctl.gardener.cloud/etcd-client-tls-url";
 
+/// Pod annotation naming the plain `http://host:port` client URL of the member's etcd, for an Etcd without
+/// client TLS whose members the API server cannot reach (set by the playground, whose members listen on
+/// loopback ports).
+pub const CLIENT_URL_ANNOTATION: &str = "playground.druidctl.gardener.cloud/etcd-client-url";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,11 +52,16 @@ pub struct CertManagerOptions {
     pub namespace: Option<String>,
     /// Period of the loop.
     pub tick: Duration,
+    /// The CA Issuers, as `(issuer name, CA secret name)`: cert-manager's CA issuer
+    /// (`Issuer.spec.ca.secretName`) signs with the key pair in that secret and puts the CA certificate in
+    /// `ca.crt` of what it issues. The Issuer CRD is not installed in the test bed, so the Issuers are declared
+    /// here; any other issuer name self-signs (cert-manager's SelfSigned issuer).
+    pub ca_issuers: Vec<(String, String)>,
 }
 
 impl Default for CertManagerOptions {
     fn default() -> Self {
-        CertManagerOptions { namespace: None, tick: Duration::from_millis(200) }
+        CertManagerOptions { namespace: None, tick: Duration::from_millis(200), ca_issuers: Vec::new() }
     }
 }
 
@@ -145,7 +150,7 @@ async fn reconcile_all(client: &Client, opts: &CertManagerOptions, faults: &Issu
     for obj in api.list(&ListParams::default()).await?.items {
         let ns = obj.metadata.namespace.clone().unwrap_or_default();
         let name = obj.metadata.name.clone().unwrap_or_default();
-        if let Err(e) = reconcile(client, &ns, &name, obj, faults).await {
+        if let Err(e) = reconcile(client, &ns, &name, obj, faults, &opts.ca_issuers).await {
             tracing::debug!(error = %e, certificate = %format!("{ns}/{name}"), "cert-manager actor: certificate failed");
         }
     }
@@ -194,6 +199,7 @@ async fn reconcile(
     name: &str,
     mut obj: DynamicObject,
     faults: &IssuanceFaults,
+    ca_issuers: &[(String, String)],
 ) -> Result<(), kube::Error> {
     let cert: Certificate = match serde_json::to_value(&obj).ok().and_then(|v| serde_json::from_value(v).ok()) {
         Some(c) => c,
@@ -221,8 +227,9 @@ async fn reconcile(
                 );
                 api.replace_status(name, &PostParams::default(), &obj).await?;
             } else {
-                issue(client, ns, &cert, &mut obj, now).await?;
-                api.replace_status(name, &PostParams::default(), &obj).await?;
+                if issue(client, ns, &cert, &mut obj, now, ca_issuers).await? {
+                    api.replace_status(name, &PostParams::default(), &obj).await?;
+                }
             }
         }
         Some("False") => {
@@ -294,15 +301,68 @@ pub fn generate_key_pair(
     not_before: Timestamp,
     not_after: Timestamp,
 ) -> Result<(String, String), rcgen::Error> {
-    let mut params = rcgen::CertificateParams::new(dns_names.to_vec())?;
-    params.distinguished_name.push(rcgen::DnType::CommonName, common_name);
+    generate_signed(&KeyPairRequest { common_name, dns_names, not_before, not_after, is_ca: false }, None)
+}
+
+/// What a key pair is issued for.
+pub struct KeyPairRequest<'a> {
+    /// Subject common name.
+    pub common_name: &'a str,
+    /// DNS SANs.
+    pub dns_names: &'a [String],
+    /// Start of validity.
+    pub not_before: Timestamp,
+    /// End of validity.
+    pub not_after: Timestamp,
+    /// A CA certificate (basic constraints `CA:TRUE`), as `spec.isCA` asks.
+    pub is_ca: bool,
+}
+
+/// The signing CA of a CA Issuer: the common name of its certificate and its private key (PEM), as held in
+/// the Issuer's secret.
+pub struct SigningCa<'a> {
+    /// Subject common name of the CA certificate (the issuer name of what it signs).
+    pub common_name: &'a str,
+    /// PEM private key of the CA.
+    pub key_pem: &'a str,
+}
+
+/// A fresh key pair and its certificate, signed by `ca` (a CA Issuer) or self-signed: `(cert PEM, key PEM)`.
+pub fn generate_signed(req: &KeyPairRequest<'_>, ca: Option<&SigningCa<'_>>) -> Result<(String, String), rcgen::Error> {
+    let mut params = rcgen::CertificateParams::new(req.dns_names.to_vec())?;
+    params.distinguished_name.push(rcgen::DnType::CommonName, req.common_name);
     params.serial_number = Some(rcgen::SerialNumber::from(rand::random::<u64>() >> 1));
     let epoch = rcgen::date_time_ymd(1970, 1, 1);
-    params.not_before = epoch + Duration::from_secs(not_before.as_second().max(0) as u64);
-    params.not_after = epoch + Duration::from_secs(not_after.as_second().max(0) as u64);
+    params.not_before = epoch + Duration::from_secs(req.not_before.as_second().max(0) as u64);
+    params.not_after = epoch + Duration::from_secs(req.not_after.as_second().max(0) as u64);
+    if req.is_ca {
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::DigitalSignature,
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+    }
     let key = rcgen::KeyPair::generate()?;
-    let cert = params.self_signed(&key)?;
+    let cert = match ca {
+        None => params.self_signed(&key)?,
+        Some(ca) => {
+            // The issuer is named by its subject and identified by its key (rcgen derives the authority key
+            // identifier from the key), which is all a verifier matches on.
+            let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+            ca_params.distinguished_name.push(rcgen::DnType::CommonName, ca.common_name);
+            ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let ca_key = rcgen::KeyPair::from_pem(ca.key_pem)?;
+            let issuer = rcgen::Issuer::new(ca_params, ca_key);
+            params.signed_by(&key, &issuer)?
+        }
+    };
     Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// The playground's one CA Issuer: `etcd-ca`, backed by the secret of Certificate `ca-etcd` (isCA).
+pub fn playground_ca_issuers() -> Vec<(String, String)> {
+    vec![("etcd-ca".into(), "ca-etcd".into())]
 }
 
 async fn issue(
@@ -311,7 +371,8 @@ async fn issue(
     cert: &Certificate,
     obj: &mut DynamicObject,
     now: Timestamp,
-) -> Result<(), kube::Error> {
+    ca_issuers: &[(String, String)],
+) -> Result<bool, kube::Error> {
     let duration = cert.spec.duration.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_DURATION);
     // cert-manager renews at 2/3 of the lifetime unless renewBefore says otherwise.
     let renew_before = cert.spec.renew_before.as_deref().and_then(parse_go_duration).unwrap_or(duration / 3);
@@ -319,15 +380,43 @@ async fn issue(
     let renewal = not_after.checked_sub(renew_before).unwrap_or(now);
     let name = cert.metadata.name.clone().unwrap_or_default();
     let cn = cert.spec.common_name.clone().unwrap_or_else(|| name.clone());
-    let (crt, key) = generate_key_pair(&cn, &cert.spec.dns_names, now, not_after)
-        .map_err(|e| kube::Error::Service(format!("generate key pair: {e}").into()))?;
+    let req = KeyPairRequest {
+        common_name: &cn,
+        dns_names: &cert.spec.dns_names,
+        not_before: now,
+        not_after,
+        is_ca: cert.spec.is_ca.unwrap_or(false),
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let ca_secret =
+        ca_issuers.iter().find(|(issuer, _)| *issuer == cert.spec.issuer_ref.name).map(|(_, s)| s.as_str());
+    let (crt, key, ca_crt) = match ca_secret {
+        None => {
+            let (crt, key) = generate_signed(&req, None)
+                .map_err(|e| kube::Error::Service(format!("generate key pair: {e}").into()))?;
+            (crt.clone(), key, crt)
+        }
+        Some(ca_secret) => {
+            // Until the CA's secret holds a key pair, the request cannot be signed; the next pass retries.
+            let Some(ca) = secrets.get_opt(ca_secret).await? else { return Ok(false) };
+            let data = ca.data.clone().unwrap_or_default();
+            let text = |k: &str| data.get(k).map(|b| String::from_utf8_lossy(&b.0).into_owned());
+            let ca_cn = ca.metadata.annotations.as_ref().and_then(|a| a.get("cert-manager.io/common-name")).cloned();
+            let (Some(ca_crt), Some(ca_key), Some(ca_cn)) = (text("tls.crt"), text("tls.key"), ca_cn) else {
+                return Ok(false);
+            };
+            let (crt, key) =
+                generate_signed(&req, Some(&SigningCa { common_name: &ca_cn, key_pem: &ca_key }))
+                    .map_err(|e| kube::Error::Service(format!("sign key pair with {ca_secret}: {e}").into()))?;
+            (crt, key, ca_crt)
+        }
+    };
     let data: BTreeMap<String, ByteString> = [
-        ("tls.crt".to_string(), ByteString(crt.clone().into_bytes())),
+        ("tls.crt".to_string(), ByteString(crt.into_bytes())),
         ("tls.key".to_string(), ByteString(key.into_bytes())),
-        ("ca.crt".to_string(), ByteString(crt.into_bytes())),
+        ("ca.crt".to_string(), ByteString(ca_crt.into_bytes())),
     ]
     .into();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let annotations: BTreeMap<String, String> = [
         ("cert-manager.io/certificate-name".to_string(), name.clone()),
         ("cert-manager.io/common-name".to_string(), cn),
@@ -359,7 +448,7 @@ async fn issue(
     st.insert("renewalTime".into(), json!(rfc3339(renewal)));
     remove_condition(data, CONDITION_ISSUING);
     set_condition(data, CONDITION_READY, "True", "Ready", "Certificate is up to date and has not expired", now);
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

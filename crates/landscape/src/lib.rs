@@ -310,7 +310,11 @@ impl Landscape {
             tokio::spawn(opstask::run(ctx.clone())),
             tokio::spawn(certmanager::run(
                 ctx.clients.druid.clone(),
-                certmanager::CertManagerOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick },
+                certmanager::CertManagerOptions {
+                    namespace: ctx.opts.namespace.clone(),
+                    tick: ctx.opts.tick,
+                    ca_issuers: certmanager::playground_ca_issuers(),
+                },
                 ctx.cancel.clone(),
                 Default::default(),
             )),

@@ -7,7 +7,8 @@
 //! cleaned, added back as a learner and promoted once in sync; a new cluster bootstraps when no member
 //! lease was ever renewed. While the member is healthy the sidecar renews its lease
 //! `<memberID>:<clusterID>:Leader|Member`; the leader's sidecar takes scheduled snapshots into the object store and
-//! serves the HTTP API (`/snapshot/full`, `/snapshot/delta`, `/defrag`, `/compact`, `/healthz`).
+//! serves the HTTP API (`/snapshot/full`, `/snapshot/delta`, `/snapshot/latest`, `/healthz`), and nothing
+//! etcd-backup-restore does not serve.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -777,21 +778,13 @@ async fn handle(rt: Weak<MemberRuntime>, req: hyper::Request<hyper::body::Incomi
             },
             None => reply(404, json!({"error": "backups are not configured"})),
         },
-        "/defrag" => match rt.process.client().defragment().await {
-            Ok(()) => reply(200, json!({"message": format!("defragmented {}", rt.pod)})),
-            Err(e) => reply(500, json!({"error": e.to_string()})),
-        },
-        "/compact" => {
-            let c = rt.process.client();
-            match c.status().await {
-                Ok(st) => match c.compact(st.revision).await {
-                    Ok(()) => reply(200, json!({"message": "compacted", "revision": st.revision})),
-                    Err(e) => reply(500, json!({"error": e.to_string()})),
-                },
-                Err(e) => reply(500, json!({"error": e.to_string()})),
-            }
-        }
-        _ => reply(404, json!({"error": format!("no such endpoint {path}")})),
+        // Anything else is unknown to etcd-backup-restore's server (pkg/server/httpAPI.go registers snapshot,
+        // initialization, health and config handlers; no defragmentation or compaction): Go's ServeMux answers.
+        _ => hyper::Response::builder()
+            .status(404)
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(Full::new(Bytes::from_static(b"404 page not found\n")))
+            .expect("response"),
     }
 }
 

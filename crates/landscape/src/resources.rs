@@ -14,7 +14,7 @@ use druid_api::names::{
 /// Backup sidecar port (druid default).
 pub const BACKUP_PORT: u16 = 8080;
 /// Pod annotation with the loopback client URL of the member's real etcd process.
-pub const ANNOTATION_CLIENT_URL: &str = "playground.druidctl.gardener.cloud/etcd-client-url";
+pub use druid_api::names::CLIENT_URL_ANNOTATION as ANNOTATION_CLIENT_URL;
 /// Pod annotation with the loopback address of the member's backup-restore HTTP API.
 pub const ANNOTATION_BACKUP_API: &str = "playground.druidctl.gardener.cloud/backup-api";
 

@@ -1,0 +1,263 @@
+//! Talking to a member's etcd itself, for what only etcd can do: compaction and defragmentation.
+//!
+//! etcd-backup-restore's HTTP API has no such endpoints: its server registers the snapshot, initialization,
+//! health and config handlers only (gardener/etcd-backup-restore `pkg/server/httpAPI.go`). Its own
+//! defragmentation runs on a schedule inside the sidecar. An on-demand compaction or defragmentation therefore
+//! goes to etcd's Maintenance and KV gRPC APIs on the member's client port, through the maintained
+//! [`etcd_client`] crate, with the client TLS the Etcd names:
+//!
+//! - the CA bundle from `spec.etcd.clientUrlTls.tlsCASecretRef` (key `dataKey`, `ca.crt` when unset, as
+//!   etcd-druid mounts it: `internal/component/statefulset/builder.go`),
+//! - the client key pair `tls.crt`/`tls.key` from `clientTLSSecretRef`,
+//! - the server name `<etcd>-client.<namespace>.svc`, which the server certificate carries both on Gardener
+//!   (`ClientServiceDNSNames` in gardener/gardener `pkg/component/etcd/etcd/tls.go`) and in the playground,
+//!   whatever address the connection really goes to.
+//!
+//! Where the member is reached ([`Route`], decided in [`route`]):
+//!
+//! 1. the pod annotation [`CLIENT_TLS_URL_ANNOTATION`] (TLS) or [`CLIENT_URL_ANNOTATION`] (plain), which the
+//!    playground sets because its members listen on loopback ports;
+//! 2. inside the cluster (`KUBERNETES_SERVICE_HOST` set, as for `druidctl serve` in its Deployment), the pod's
+//!    DNS name behind the peer Service, `<pod>.<etcd>-peer.<namespace>.svc:<clientPort>` (etcd-druid's peer
+//!    Service is headless and publishes not-ready addresses);
+//! 3. otherwise a port-forward through the API server to the pod's client port (`pods/portforward`, as
+//!    `kubectl port-forward` does), bridged to a loopback listener of this process for the gRPC client.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use etcd_client::{Certificate, Client as EtcdClient, CompactionOptions, ConnectOptions, Identity, TlsOptions};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::Api;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::step::StepError;
+use crate::api::Etcd;
+pub use druid_api::names::{CLIENT_TLS_URL_ANNOTATION, CLIENT_URL_ANNOTATION};
+
+/// Default etcd client port (`spec.etcd.clientPort` unset).
+pub const DEFAULT_CLIENT_PORT: i32 = 2379;
+
+/// How a member's client port is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Straight to this URL (`http://` or `https://host:port`).
+    Direct(String),
+    /// Through the API server: a port-forward to this pod port.
+    PortForward {
+        /// Pod name.
+        pod: String,
+        /// The member's client port.
+        port: u16,
+    },
+}
+
+/// Whether this process runs inside a Kubernetes pod (the variable every container gets).
+fn in_cluster() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty())
+}
+
+/// The route to member pod `pod` of `etcd` (see the module doc); `in_cluster` as [`in_cluster`] says.
+pub fn route(etcd: &Etcd, pod: &Pod, in_cluster: bool) -> Route {
+    let tls = etcd.spec.etcd.client_url_tls.is_some();
+    let annotation = if tls { CLIENT_TLS_URL_ANNOTATION } else { CLIENT_URL_ANNOTATION };
+    if let Some(url) = pod.metadata.annotations.as_ref().and_then(|a| a.get(annotation)) {
+        return Route::Direct(url.clone());
+    }
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let port = etcd.spec.etcd.client_port.unwrap_or(DEFAULT_CLIENT_PORT);
+    if in_cluster {
+        let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+        let scheme = if tls { "https" } else { "http" };
+        let peer = etcd.managed_names().peer_service();
+        return Route::Direct(format!("{scheme}://{name}.{peer}.{ns}.svc:{port}"));
+    }
+    Route::PortForward { pod: name, port: u16::try_from(port).unwrap_or(2379) }
+}
+
+/// A connection to one member's etcd; the port-forward bridge (if any) stops when it is dropped.
+pub struct MemberConnection {
+    /// The gRPC client.
+    pub client: EtcdClient,
+    /// How the member was reached, for messages.
+    pub via: String,
+    _bridge: Option<tokio_util::sync::DropGuard>,
+}
+
+/// The client TLS of `etcd`, `None` without `spec.etcd.clientUrlTls`.
+async fn tls_options(kube: &kube::Client, etcd: &Etcd) -> Result<Option<TlsOptions>, StepError> {
+    let Some(tls) = etcd.spec.etcd.client_url_tls.as_ref() else { return Ok(None) };
+    let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+    let read = |r: &crate::api::etcd::SecretReference| {
+        let ns = r.namespace.clone().unwrap_or_else(|| ns.to_string());
+        let name = r.name.clone();
+        let kube = kube.clone();
+        async move {
+            let secret = Api::<Secret>::namespaced(kube, &ns)
+                .get(&name)
+                .await
+                .map_err(|e| StepError::from_kube(&format!("reading secret {ns}/{name}"), e))?;
+            Ok::<_, StepError>((format!("{ns}/{name}"), secret.data.unwrap_or_default()))
+        }
+    };
+    let key = |data: &std::collections::BTreeMap<String, k8s_openapi::ByteString>, what: &str, key: &str| {
+        data.get(key)
+            .map(|b| b.0.clone())
+            .ok_or_else(|| StepError::Permanent(format!("secret {what} has no key {key:?}")))
+    };
+    let ca_key = tls.tls_ca_secret_ref.data_key.clone().unwrap_or_else(|| "ca.crt".into());
+    let (what, ca) = read(&tls.tls_ca_secret_ref).await?;
+    let mut options = TlsOptions::new()
+        .ca_certificate(Certificate::from_pem(key(&ca, &what, &ca_key)?))
+        .domain_name(format!("{}.{ns}.svc", etcd.managed_names().client_service()));
+    if let Some(client_ref) = tls.client_tls_secret_ref.as_ref() {
+        let (what, pair) = read(client_ref).await?;
+        options = options.identity(Identity::from_pem(key(&pair, &what, "tls.crt")?, key(&pair, &what, "tls.key")?));
+    }
+    Ok(Some(options))
+}
+
+/// Serves a loopback listener whose every connection is a new port-forward to `pod:port` (what `kubectl
+/// port-forward` does), until `stop` is cancelled. Returns the listener's address.
+async fn bridge(kube: &kube::Client, ns: &str, pod: &str, port: u16, stop: CancellationToken) -> Result<SocketAddr, StepError> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| StepError::Transient(format!("opening a local port for the port-forward: {e}")))?;
+    let addr = listener.local_addr().map_err(|e| StepError::Transient(e.to_string()))?;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), ns);
+    let pod = pod.to_string();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = stop.cancelled() => return,
+                a = listener.accept() => a,
+            };
+            let Ok((mut local, _)) = accepted else { continue };
+            let pods = pods.clone();
+            let pod = pod.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut forwarder = match pods.portforward(&pod, &[port]).await {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::warn!(pod = %pod, error = %e, "port-forward failed");
+                        return;
+                    }
+                };
+                let Some(mut remote) = forwarder.take_stream(port) else { return };
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = tokio::io::copy_bidirectional(&mut local, &mut remote) => {}
+                }
+                drop(remote);
+                let _ = forwarder.join().await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// Connects to the etcd of member pod `pod` of `etcd` (see the module doc). Connection failures are transient:
+/// the member may be restarting.
+pub async fn connect(kube: &kube::Client, etcd: &Etcd, pod: &str) -> Result<MemberConnection, StepError> {
+    let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+    let pod_obj = Api::<Pod>::namespaced(kube.clone(), ns)
+        .get(pod)
+        .await
+        .map_err(|e| StepError::from_kube(&format!("reading pod {pod}"), e))?;
+    let tls = tls_options(kube, etcd).await?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let (url, via, guard) = match route(etcd, &pod_obj, in_cluster()) {
+        Route::Direct(url) => (url.clone(), url, None),
+        Route::PortForward { pod: name, port } => {
+            let stop = CancellationToken::new();
+            let addr = bridge(kube, ns, &name, port, stop.clone()).await?;
+            (format!("{scheme}://{addr}"), format!("a port-forward to {name}:{port}"), Some(stop.drop_guard()))
+        }
+    };
+    let mut options = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_timeout(Duration::from_secs(300));
+    if let Some(tls) = tls {
+        options = options.with_tls(tls);
+    }
+    let client = EtcdClient::connect([url.as_str()], Some(options))
+        .await
+        .map_err(|e| StepError::Transient(format!("connecting to the etcd of {pod} ({via}): {e}")))?;
+    Ok(MemberConnection { client, via, _bridge: guard })
+}
+
+/// Compacts the keyspace of the cluster `conn` belongs to up to its current revision (physical: the call
+/// returns once the compaction is applied). Returns the revision. A revision compacted already is success.
+pub async fn compact(conn: &mut MemberConnection) -> Result<i64, StepError> {
+    let status = conn
+        .client
+        .status()
+        .await
+        .map_err(|e| StepError::Transient(format!("reading the status of etcd ({}): {e}", conn.via)))?;
+    let revision = status.header().map(|h| h.revision()).unwrap_or(0);
+    match conn.client.compact(revision, Some(CompactionOptions::new().with_physical())).await {
+        Ok(_) => Ok(revision),
+        // etcd's ErrCompacted (server/storage/mvcc): another compaction reached this revision first.
+        Err(e) if e.to_string().contains("required revision has been compacted") => Ok(revision),
+        Err(e) => Err(StepError::Transient(format!("compacting etcd at revision {revision} ({}): {e}", conn.via))),
+    }
+}
+
+/// Defragments the member `conn` is connected to; returns its database size before and after (bytes).
+pub async fn defragment(conn: &mut MemberConnection) -> Result<(i64, i64), StepError> {
+    let before = db_size(conn).await?;
+    conn.client
+        .defragment()
+        .await
+        .map_err(|e| StepError::Transient(format!("defragmenting etcd ({}): {e}", conn.via)))?;
+    let after = db_size(conn).await?;
+    Ok((before, after))
+}
+
+/// The database size of the member `conn` is connected to (bytes).
+async fn db_size(conn: &mut MemberConnection) -> Result<i64, StepError> {
+    let status = conn.client.status().await;
+    status.map(|s| s.db_size()).map_err(|e| StepError::Transient(format!("reading the status of etcd ({}): {e}", conn.via)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn etcd(tls: bool) -> Etcd {
+        let mut spec = json!({"replicas": 3, "labels": {}, "etcd": {"clientPort": 2379}, "backup": {}});
+        if tls {
+            spec["etcd"]["clientUrlTls"] =
+                json!({"tlsCASecretRef": {"name": "ca-etcd", "dataKey": "bundle.crt"}, "serverTLSSecretRef": {"name": "etcd-server"}});
+        }
+        serde_json::from_value(json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+            "metadata": {"name": "etcd-main", "namespace": "shoot--a"}, "spec": spec}))
+        .unwrap()
+    }
+
+    fn pod(annotations: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "etcd-main-1", "annotations": annotations}})).unwrap()
+    }
+
+    #[test]
+    fn the_route_follows_the_annotation_then_the_cluster_dns_then_a_port_forward() {
+        let annotated = pod(json!({CLIENT_TLS_URL_ANNOTATION: "https://127.0.0.1:4000", CLIENT_URL_ANNOTATION: "http://127.0.0.1:4001"}));
+        assert_eq!(route(&etcd(true), &annotated, false), Route::Direct("https://127.0.0.1:4000".into()));
+        assert_eq!(route(&etcd(false), &annotated, true), Route::Direct("http://127.0.0.1:4001".into()));
+        let plain = pod(json!({}));
+        assert_eq!(
+            route(&etcd(true), &plain, true),
+            Route::Direct("https://etcd-main-1.etcd-main-peer.shoot--a.svc:2379".into())
+        );
+        assert_eq!(route(&etcd(true), &plain, false), Route::PortForward { pod: "etcd-main-1".into(), port: 2379 });
+    }
+
+    #[test]
+    fn the_ca_key_follows_data_key() {
+        let e = etcd(true);
+        assert_eq!(e.spec.etcd.client_url_tls.unwrap().tls_ca_secret_ref.data_key.as_deref(), Some("bundle.crt"));
+    }
+}
