@@ -547,15 +547,27 @@ async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let registry = Registry::standard();
-    let config = registry.plan(&task.spec.type_, task.spec.config.as_deref()).map(|p| p.config_json().to_string());
+    // Runbook tasks are EtcdOperatorTasks too: their types are known to the runbook catalog.
+    let registry = druidctl::runbook::catalog::registry();
+    let config = registry.plan(&task.spec.type_, task.spec.config.as_deref()).map(|p| match p.config_json() {
+        serde_json::Value::Null => "(none)".to_string(),
+        v => v.to_string(),
+    });
     let mut s = String::new();
     let status = task.status.clone().unwrap_or_default();
     s.push_str(&format!("Name:         {}\nNamespace:    {ns}\nType:         {}\n", args.name, task.spec.type_));
-    s.push_str(&format!(
-        "Etcd:         {}/{}\n",
-        task.spec.owner_etcd_refrence.namespace, task.spec.owner_etcd_refrence.name
-    ));
+    let etcd_ref = &task.spec.owner_etcd_refrence;
+    s.push_str(&format!("Etcd:         {}/{}\n", etcd_ref.namespace, etcd_ref.name));
+    if let Some(rb) = druidctl::runbook::catalog::ALL.iter().find(|r| r.task_type == task.spec.type_) {
+        let cmd = druidctl::output::command_name();
+        s.push_str(&format!("Runbook:      {} (run by `{cmd} runbook {}`, not by `serve`)\n", rb.name, rb.name));
+        if !task.state().is_terminal() {
+            s.push_str(&format!(
+                "              unfinished: continue with `{cmd} runbook {} ... --resume`, or undo with `{cmd} runbook abort -n {} {}`\n",
+                rb.name, etcd_ref.namespace, etcd_ref.name
+            ));
+        }
+    }
     s.push_str(&format!("Config:       {}\n", config.unwrap_or_else(|e| format!("(invalid: {e})"))));
     s.push_str(&format!(
         "TTL:          {}s after finishing\n",
@@ -576,17 +588,26 @@ async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
             Api::namespaced(cluster.client.clone(), &task.spec.owner_etcd_refrence.namespace);
         if let Ok(e) = etcd.get(&task.spec.owner_etcd_refrence.name).await {
             s.push_str("Steps:\n");
+            let journal = druidctl::tasks::step::journal_of(&task).unwrap_or_default();
             for (i, step) in plan.steps(&e).iter().enumerate() {
+                let name = step.name();
+                let mark = match status.last_operation.as_ref().filter(|op| op.name == name) {
+                    _ if journal.get(&format!("step/{name}")).is_some_and(|v| v["completedAt"].is_string()) => {
+                        " [completed]".to_string()
+                    }
+                    Some(op) => format!(" [{:?}]", op.state),
+                    None => String::new(),
+                };
                 s.push_str(&format!(
-                    "  {}. {}{}: {}\n",
+                    "  {}. {name}{}{mark}: {}\n",
                     i + 1,
-                    step.name(),
                     if step.destructive() { " (destructive)" } else { "" },
                     step.description()
                 ));
             }
         }
     }
+    s.push_str(&journal_text(&task));
     if !status.last_errors.is_empty() {
         s.push_str("Errors:\n");
         for e in &status.last_errors {
@@ -606,6 +627,61 @@ async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
     }
     ctx.printer.text(&s)?;
     Ok(())
+}
+
+/// Longest journal value `task describe` shows inline (`-o yaml` shows the whole annotation).
+const JOURNAL_VALUE_WIDTH: usize = 100;
+
+/// The `Journal:` section of `task describe`: what each step recorded (completion, duration, how), then the
+/// other entries (baselines, last-known-good copies), long values shortened. Empty when nothing is recorded.
+fn journal_text(task: &EtcdOperatorTask) -> String {
+    let journal = match druidctl::tasks::step::journal_of(task) {
+        Ok(j) if j.is_empty() => return String::new(),
+        Ok(j) => j,
+        Err(e) => {
+            return format!(
+                "Journal:      (unreadable annotation {}: {e})\n",
+                druidctl::tasks::step::JOURNAL_ANNOTATION
+            );
+        }
+    };
+    let mut s = String::from("Journal:\n");
+    let secs = |v: &serde_json::Value| v.as_u64().map(|ms| format!("{:.1}s", ms as f64 / 1000.0));
+    for (key, v) in journal.iter().filter(|(k, _)| k.starts_with("step/")) {
+        let step = key.trim_start_matches("step/");
+        match v["completedAt"].as_str() {
+            Some(at) => {
+                let took = match (secs(&v["durationMs"]), secs(&v["waitedMs"])) {
+                    (Some(d), Some(w)) => format!(" in {d} (waited {w})"),
+                    (Some(d), None) => format!(" in {d}"),
+                    _ => String::new(),
+                };
+                let how = v["how"].as_str().map(|h| format!(": {h}")).unwrap_or_default();
+                s.push_str(&format!("  {step}  completed {at}{took}{how}\n"));
+            }
+            None => s.push_str(&format!("  {step}  {}\n", shortened(v))),
+        }
+        for w in v["warnings"].as_array().into_iter().flatten().filter_map(|w| w.as_str()) {
+            s.push_str(&format!("    warning: {w}\n"));
+        }
+    }
+    for (key, v) in journal.iter().filter(|(k, _)| !k.starts_with("step/")) {
+        s.push_str(&format!("  {key}  {}\n", shortened(v)));
+    }
+    s
+}
+
+/// A journal value on one line, cut to [`JOURNAL_VALUE_WIDTH`] characters.
+fn shortened(v: &serde_json::Value) -> String {
+    let text = match v {
+        serde_json::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    if text.chars().count() <= JOURNAL_VALUE_WIDTH {
+        return text;
+    }
+    let head: String = text.chars().take(JOURNAL_VALUE_WIDTH).collect();
+    format!("{head}… ({} bytes; -o yaml shows all)", text.len())
 }
 
 async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
