@@ -196,9 +196,24 @@ async fn list_resources_groups_by_kind_and_status_exit_code_gates_ci() {
         stdout(&out),
         "etcd.druid.gardener.cloud/etcd-events\netcd.druid.gardener.cloud/etcd-main\netcd.druid.gardener.cloud/etcd-other\n"
     );
-    let out = fx.run(&["status", "-A", "-l", "role=none"]).await;
+    // Nothing found: one sentence saying where it looked, exit 0 (nothing unhealthy).
+    for (args, said) in [
+        (&["status", "-A", "-l", "role=none"][..], "No Etcds found in any namespace with labels matching role=none.\n"),
+        (&["-n", "foo", "status"][..], "No Etcds found in namespace foo.\n"),
+        (
+            &["status", "-n", "shoot--b", "-l", "role=none"][..],
+            "No Etcds found in namespace shoot--b with labels matching role=none.\n",
+        ),
+        (&["status", "-l", "role=none"][..], "No Etcds found in namespace shoot--a with labels matching role=none.\n"),
+    ] {
+        let out = fx.run(args).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(stdout(&out), said, "{args:?}");
+        assert!(out.stderr.is_empty(), "{args:?}");
+    }
+    let out = fx.run(&["-n", "foo", "status", "-o", "json"]).await;
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout(&out), "No Etcds found.\n");
+    assert!(!stdout(&out).contains("No Etcds"), "documents stay documents: {}", stdout(&out));
     let out = fx.run(&["status", "etcd-main", "--color", "always"]).await;
     assert!(stdout(&out).contains("\x1b[31mQuorumLost\x1b[0m"));
     let out = fx.run(&["status", "etcd-main"]).await;

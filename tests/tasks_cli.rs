@@ -341,3 +341,17 @@ async fn task_describe_and_get_show_a_runbook_task_with_its_config_steps_and_jou
     assert_eq!(yaml.status.code(), Some(0), "{}", stderr(&yaml));
     assert!(String::from_utf8_lossy(&yaml.stdout).contains(&"x".repeat(500)), "-o yaml shows the whole journal");
 }
+
+#[tokio::test]
+async fn task_list_with_nothing_found_says_where_it_looked() {
+    let (cli, _sidecar) = Cli::start().await;
+    for (args, said) in [
+        (&["task", "list", "-n", "foo"][..], "No tasks found in namespace foo.\n"),
+        (&["task", "list", "--etcd", "etcd-none"][..], "No tasks found in namespace shoot for etcd etcd-none.\n"),
+        (&["task", "list", "-A", "-l", "a=b"][..], "No tasks found in any namespace with labels matching a=b.\n"),
+    ] {
+        let out = cli.run(args).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), said, "{args:?}");
+    }
+}

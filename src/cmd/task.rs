@@ -473,7 +473,11 @@ async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
         (t.metadata.namespace.clone(), t.metadata.creation_timestamp.as_ref().map(|c| c.0), t.metadata.name.clone())
     });
     if items.is_empty() && ops.is_empty() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide) {
-        ctx.printer.text("No tasks found.\n")?;
+        let scope =
+            if ctx.global.all_namespaces { "in any namespace".to_string() } else { format!("in namespace {ns}") };
+        let etcd = args.etcd.as_ref().map(|e| format!(" for etcd {e}")).unwrap_or_default();
+        let sel = ctx.global.selector.as_ref().map(|s| format!(" with labels matching {s}")).unwrap_or_default();
+        ctx.printer.text(&format!("No tasks found {scope}{etcd}{sel}.\n"))?;
         return Ok(());
     }
     if matches!(ctx.printer.format(), OutputFormat::Json | OutputFormat::Yaml) {
