@@ -94,9 +94,32 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
             if clear {
                 ctx.printer.text("\x1b[2J\x1b[H")?;
             }
+            // Said on stderr (stdout stays the reports alone): once, or as the first line of each cleared screen.
+            if clear || last.is_none() {
+                eprintln!("{}", watching(&targets, args.interval));
+            }
             print(ctx, &reports, &targets)?;
             last = Some(fingerprint);
         }
         tokio::time::sleep(args.interval).await;
     }
+}
+
+/// The line `status --watch` says once: what it watches, how often it looks, how to stop.
+fn watching(targets: &Targets, interval: Duration) -> String {
+    let what = match targets {
+        Targets::Named(keys) => keys.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        Targets::Namespace { .. } => format!("the Etcds {}", targets.searched()),
+        Targets::AllNamespaces { selector: Some(sel) } => {
+            format!("the Etcds of every namespace with labels matching {sel}")
+        }
+        Targets::AllNamespaces { selector: None } => "the Etcds of every namespace".to_string(),
+    };
+    format!("watching {what} (every {}); Ctrl-C to stop", humantime_secs(interval))
+}
+
+/// `2s`, `90s`, `500ms`, `1500ms`: as the flag is written.
+fn humantime_secs(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{ms}ms") }
 }

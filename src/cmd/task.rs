@@ -712,6 +712,7 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
         // A task that does not exist is said at once, not waited for.
         let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
         api.get(name).await.map_err(|e| task_err(e, name, &ns))?;
+        eprintln!("watching task {name} in namespace {ns} until it finishes; Ctrl-C to stop");
         let mut err = None;
         let r = ops::follow(&cluster.client, &ns, name, args.timeout, |t| {
             if let Err(e) = emit(ctx, t) {
@@ -732,6 +733,11 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
         if all { Api::all(cluster.client.clone()) } else { Api::namespaced(cluster.client.clone(), &ns) };
     // Access and the API itself are checked once, so that a missing CRD or RBAC is said, not waited on.
     api.list(&kube::api::ListParams::default().limit(1)).await.map_err(|e| task_err(e, "", &ns))?;
+    if all {
+        eprintln!("watching the tasks of every namespace; Ctrl-C to stop");
+    } else {
+        eprintln!("watching the tasks in namespace {ns}; Ctrl-C to stop");
+    }
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .backoff(druidctl::reconciler::controller::WatchBackoff::default())
         .boxed();
