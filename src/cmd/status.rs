@@ -85,8 +85,11 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
         let fingerprint: String = reports
             .iter()
             .map(|r| {
-                let members: Vec<(&str, bool, &str)> =
-                    r.members.iter().map(|m| (m.name.as_str(), m.ready, m.reason.as_str())).collect();
+                let members: Vec<(&str, bool, &str, &str, bool)> = r
+                    .members
+                    .iter()
+                    .map(|m| (m.name.as_str(), m.ready, m.reason.as_str(), m.status.as_str(), m.druid_view_stale))
+                    .collect();
                 format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
             })
             .collect();
