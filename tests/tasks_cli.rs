@@ -273,10 +273,10 @@ async fn task_watch_all_namespaces_streams_tasks_of_every_namespace() {
 async fn paused_recovery_task(server: &ApiServer) -> String {
     use kube::api::{Patch, PatchParams, PostParams};
     let api: Api<EtcdOperatorTask> = Api::namespaced(server.client(), NS);
-    let step = |ms: u64| serde_json::json!({"completedAt": "2026-11-25T22:00:01Z", "durationMs": ms, "waitedMs": 0, "how": "done", "warnings": []});
+    let step = |at: &str, ms: u64| serde_json::json!({"completedAt": at, "durationMs": ms, "waitedMs": 0, "how": "done", "warnings": []});
     let journal = serde_json::json!({
-        "step/SuspendDruid": step(120),
-        "step/RecordConfigMap": step(80),
+        "step/SuspendDruid": step("2026-11-25T22:00:01Z", 120),
+        "step/RecordConfigMap": step("2026-11-25T22:00:02Z", 80),
         "step/ScaleStatefulSetTo0": {"completedAt": "2026-11-25T22:00:09Z", "durationMs": 7400, "waitedMs": 7100, "how": "done", "warnings": []},
         "lastKnownGood/EditInitialCluster": {"kind": "ConfigMap", "name": "etcd-bootstrap-4711", "data": {"etcd.conf.yaml": "x".repeat(500)}},
     });
@@ -307,7 +307,7 @@ async fn task_describe_and_get_show_a_runbook_task_with_its_config_steps_and_jou
     for want in [
         "Type:         QuorumLossRecoveryTask",
         "Runbook:      quorum-loss-recovery",
-        "runbook abort -n shoot etcd-main",
+        "continue with `druidctl runbook quorum-loss-recovery -n shoot etcd-main --resume`, or undo with `druidctl runbook abort -n shoot etcd-main`",
         "Config:       (none)",
         "State:        InProgress",
         "Step:         DeletePersistentVolumeClaims (InProgress)",
@@ -322,7 +322,10 @@ async fn task_describe_and_get_show_a_runbook_task_with_its_config_steps_and_jou
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    assert!(text.find("SuspendDruid  completed").is_some(), "{text}");
+    // The journal lists the steps in the order they completed.
+    let at = |what: &str| text.find(what).unwrap_or_else(|| panic!("{what:?} in:\n{text}"));
+    assert!(at("  SuspendDruid  completed") < at("  RecordConfigMap  completed"), "{text}");
+    assert!(at("  RecordConfigMap  completed") < at("  ScaleStatefulSetTo0  completed"), "{text}");
     let not_started = text.lines().find(|l| l.contains("5. DeleteMemberLeases")).expect("fifth step listed");
     assert!(!not_started.contains('['), "an unstarted step has no mark: {not_started}");
     assert!(text.lines().all(|l| l.chars().count() < 400), "long journal values are shortened:\n{text}");

@@ -85,10 +85,10 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
         let fingerprint: String = reports
             .iter()
             .map(|r| {
-                let members: Vec<(&str, bool, &str, &str, bool)> = r
+                let members: Vec<String> = r
                     .members
                     .iter()
-                    .map(|m| (m.name.as_str(), m.ready, m.reason.as_str(), m.status.as_str(), m.druid_view_stale))
+                    .map(|m| format!("{}/{}/{}/{}/{}", m.name, m.ready, m.reason, m.status, m.druid_view_stale))
                     .collect();
                 format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
             })
@@ -123,6 +123,5 @@ fn watching(targets: &Targets, interval: Duration) -> String {
 
 /// `2s`, `90s`, `500ms`, `1500ms`: as the flag is written.
 fn humantime_secs(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{ms}ms") }
+    if d.subsec_millis() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
 }
