@@ -40,8 +40,9 @@ fn main() -> ExitCode {
         Err(err) => {
             let code = exit::classify(&err);
             match err.downcast_ref::<cmd::Interrupted>() {
-                // Ctrl-C: what to do next, once, without "error:".
-                Some(cmd::Interrupted(Some(hint))) => eprintln!("{}", one_line(hint)),
+                // Ctrl-C: what to do next, once, without "error:"; a watch ends without a word.
+                Some(cmd::Interrupted::Hint(hint)) => eprintln!("{}", one_line(hint)),
+                Some(cmd::Interrupted::Silent) => {}
                 _ => eprintln!("error: {}", one_line(&format!("{err:#}"))),
             }
             ExitCode::from(code.code())

@@ -196,9 +196,24 @@ async fn list_resources_groups_by_kind_and_status_exit_code_gates_ci() {
         stdout(&out),
         "etcd.druid.gardener.cloud/etcd-events\netcd.druid.gardener.cloud/etcd-main\netcd.druid.gardener.cloud/etcd-other\n"
     );
-    let out = fx.run(&["status", "-A", "-l", "role=none"]).await;
+    // Nothing found: one sentence saying where it looked, exit 0 (nothing unhealthy).
+    for (args, said) in [
+        (&["status", "-A", "-l", "role=none"][..], "No Etcds found in any namespace with labels matching role=none.\n"),
+        (&["-n", "foo", "status"][..], "No Etcds found in namespace foo.\n"),
+        (
+            &["status", "-n", "shoot--b", "-l", "role=none"][..],
+            "No Etcds found in namespace shoot--b with labels matching role=none.\n",
+        ),
+        (&["status", "-l", "role=none"][..], "No Etcds found in namespace shoot--a with labels matching role=none.\n"),
+    ] {
+        let out = fx.run(args).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(stdout(&out), said, "{args:?}");
+        assert!(out.stderr.is_empty(), "{args:?}");
+    }
+    let out = fx.run(&["-n", "foo", "status", "-o", "json"]).await;
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout(&out), "No Etcds found.\n");
+    assert!(!stdout(&out).contains("No Etcds"), "documents stay documents: {}", stdout(&out));
     let out = fx.run(&["status", "etcd-main", "--color", "always"]).await;
     assert!(stdout(&out).contains("\x1b[31mQuorumLost\x1b[0m"));
     let out = fx.run(&["status", "etcd-main"]).await;
@@ -245,4 +260,81 @@ async fn status_watch_prints_again_when_something_changes() {
     api.patch("etcd-main", &PatchParams::default(), &Patch::Merge(suspend)).await.unwrap();
     let second = next(&mut rx).await;
     assert_eq!(second["annotations"]["specReconcileSuspended"], true);
+}
+
+/// Starts `druidctl ARGS` against the fixture, waits for its first line on stdout, sends it SIGINT (Ctrl-C) and
+/// returns its exit code, the first line and everything it wrote on stderr.
+async fn interrupt_after_first_line(fx: &Fixture, args: &[&str]) -> (Result<i32, String>, String, String) {
+    use std::io::{BufRead, Read};
+    let mut child = std::process::Command::new(cli_support::bin())
+        .args(args)
+        .env("KUBECONFIG", &fx.kubeconfig)
+        .env("HOME", fx.dir.path())
+        .env_remove("NO_COLOR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut stderr = child.stderr.take().unwrap();
+    let what = args.join(" ");
+    tokio::task::spawn_blocking(move || {
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        assert!(!first.is_empty(), "the watch printed before it was interrupted");
+        // SAFETY: signalling the child this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{what} did not end on Ctrl-C");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        stderr.read_to_string(&mut err).unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        let code = status.code().ok_or_else(|| format!("ended by signal {:?}", status.signal()));
+        (code, first, err)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_says_once_what_it_watches_and_ctrl_c_ends_it_silently() {
+    let fx = Fixture::start().await;
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["status", "etcd-main", "--watch", "--interval", "100ms"],
+            "watching shoot--a/etcd-main (every 100ms); Ctrl-C to stop\n",
+        ),
+        (&["status", "-w", "-o", "jsonl"], "watching the Etcds in namespace shoot--a (every 2s); Ctrl-C to stop\n"),
+        (
+            &["status", "-A", "-l", "role=main", "-w"],
+            "watching the Etcds of every namespace with labels matching role=main (every 2s); Ctrl-C to stop\n",
+        ),
+        (&["task", "watch", "-A"], "watching the tasks of every namespace; Ctrl-C to stop\n"),
+    ];
+    for (args, said) in cases {
+        let mut args = args.to_vec();
+        let task = args[0] == "task";
+        if task {
+            // Something for the watch to print: it streams every task it sees.
+            let out = fx.run(&["install"]).await;
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            let out = fx.run(&["snapshot", "full", "etcd-main", "--no-wait", "--force", "--engine", "druidctl"]).await;
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            args.extend(["--color", "never"]);
+        }
+        let (code, first, stderr) = interrupt_after_first_line(&fx, &args).await;
+        // 130 is the documented code of Ctrl-C; nothing but the watching line is said, no "error:", no hint.
+        assert_eq!(code, Ok(130), "{args:?}: {stderr}");
+        assert_eq!(stderr, said, "{args:?}");
+        assert!(!first.contains("watching"), "stdout carries only the output: {first}");
+    }
 }

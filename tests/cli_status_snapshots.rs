@@ -288,6 +288,111 @@ fn status_with_a_task_running() {
     insta::assert_snapshot!(text);
 }
 
+/// Member `i` just failed: its pod is not ready, its etcd still running and its lease renewed moments ago, while
+/// etcd-druid's last status update (40s ago) still says Ready, as it did for two hours.
+fn member_just_failed(inputs: &mut HealthInputs, i: usize) {
+    let ps = inputs.pods[i].status.as_mut().unwrap();
+    ps.conditions = Some(vec![PodCondition { type_: "Ready".into(), status: "False".into(), ..Default::default() }]);
+    ps.container_statuses.as_mut().unwrap()[0].ready = false;
+    for c in &mut inputs.etcd.status.as_mut().unwrap().conditions {
+        c.last_update_time = Some(Time(ago(40)));
+    }
+}
+
+#[test]
+fn status_druid_has_not_noticed_a_member_failure_yet() {
+    let mut inputs = healthy();
+    member_just_failed(&mut inputs, 2);
+    let report = assess(&inputs, now());
+    assert_eq!(report.verdict, Verdict::Degraded, "what druidctl observes counts: {:?}", report.problems);
+    let m = &report.members[2];
+    assert_eq!((m.status.as_str(), m.ready, m.reason.as_str()), ("Ready", false, "Unhealthy"));
+    assert!(m.druid_view_stale);
+    assert!(!report.members[0].druid_view_stale && !report.members[1].druid_view_stale);
+    assert_eq!(report.druid_view.stale_members, ["etcd-main-2"]);
+    assert_eq!(report.druid_view.age_seconds, Some(40));
+    let text = render_report(&report, false, false);
+    assert!(
+        text.contains("STATUS: etcd-druid, as of 40s ago; REASON: druidctl; RENEWED: member lease;"),
+        "the sources of the columns are said: {text}"
+    );
+    assert!(
+        text.contains(
+            "* etcd-main-2: etcd-druid has not noticed yet: it says Ready (since 120m ago), the pod is not ready"
+        ),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(line.chars().count() <= 120, "fits 120 columns: {line:?}");
+    }
+    insta::assert_snapshot!(text);
+    let wide = render_report(&report, true, false);
+    assert!(
+        wide.contains("STATUS: etcd-druid, as of 40s ago")
+            && wide.contains("etcd-main-2: etcd-druid has not noticed yet"),
+        "{wide}"
+    );
+
+    // JSON says the same: the member's view is stale, and which members are.
+    let doc = document(&[report]);
+    let item = &doc["items"][0];
+    assert_eq!(
+        item["druidView"],
+        serde_json::json!({"updatedAt": "2026-01-01T11:59:20Z", "ageSeconds": 40, "staleMembers": ["etcd-main-2"]})
+    );
+    let member = &item["members"][2];
+    assert_eq!(
+        (&member["status"], &member["statusSource"], &member["druidViewStale"], &member["statusAgeSeconds"]),
+        (
+            &serde_json::json!("Ready"),
+            &serde_json::json!("etcd-druid"),
+            &serde_json::json!(true),
+            &serde_json::json!(7200)
+        )
+    );
+    assert_eq!(item["members"][0]["druidViewStale"], false);
+}
+
+#[test]
+fn druid_that_has_not_noticed_a_recovery_is_stale_too_but_not_while_it_is_ahead() {
+    let mut inputs = healthy();
+    // etcd-druid said NotReady 5 minutes ago; since then the lease was renewed (3s ago) and the pod is ready.
+    let m = &mut inputs.etcd.status.as_mut().unwrap().members[1];
+    m.status = "NotReady".into();
+    m.reason = "ContainersNotReady".into();
+    m.last_transition_time = Some(Time(ago(300)));
+    let report = assess(&inputs, now());
+    assert!(report.members[1].druid_view_stale);
+    assert!(!report.members[1].ready, "etcd-druid's NotReady still counts until it notices");
+    let text = render_report(&report, false, false);
+    assert!(text.contains("NotReady*"), "{text}");
+    assert!(
+        text.contains(
+            "* etcd-main-1: etcd-druid has not noticed yet: it says NotReady (since 5m ago), the pod is ready and the member lease was renewed 4s ago"
+        ),
+        "{text}"
+    );
+
+    // Its NotReady is newer than the last renewal: etcd-druid is ahead, not behind.
+    inputs.etcd.status.as_mut().unwrap().members[1].last_transition_time = Some(Time(ago(1)));
+    let report = assess(&inputs, now());
+    assert!(!report.members[1].druid_view_stale);
+    assert!(report.druid_view.stale_members.is_empty());
+    assert!(!render_report(&report, false, false).contains("has not noticed"));
+
+    // Without etcd-druid's members the status is derived from the lease, and the legend says so.
+    inputs.etcd.status.as_mut().unwrap().members.clear();
+    let report = assess(&inputs, now());
+    assert!(
+        report
+            .members
+            .iter()
+            .all(|m| !m.druid_view_stale && m.status_source == druidctl::health::model::StatusSource::Lease)
+    );
+    let text = render_report(&report, false, false);
+    assert!(text.contains("STATUS: derived now from the member lease (etcd-druid lists no members)"), "{text}");
+}
+
 #[test]
 fn status_json_is_the_whole_model() {
     let mut inputs = healthy();

@@ -20,6 +20,7 @@ mod cli_bad_inputs;
 mod cli_completion_bash;
 mod cli_generated;
 mod cli_kubectl_plugin;
+mod cli_playground_dir;
 mod cli_status_snapshots;
 mod cli_upstream_aliases;
 mod crd_validation;

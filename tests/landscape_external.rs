@@ -229,7 +229,7 @@ async fn the_cli_playground_shows_its_mode_and_fallbacks_and_down_cleans_up_afte
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let out = run(words(&format!("playground --dir {d} down"))).await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "playground stopped\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("playground stopped (state {d})\n"));
     assert!(srv.server.get_object("v1", "namespaces", None, "shoot--cli--0").is_none(), "namespace removed");
     assert_eq!(srv.crds(), [ETCD_CRD]);
     srv.assert_theirs_untouched().await;

@@ -267,3 +267,94 @@ async fn task_watch_all_namespaces_streams_tasks_of_every_namespace() {
     .unwrap();
     assert!(line.contains(&format!("{NS}/{name} Pending")), "{line}");
 }
+
+/// A runbook task as the runbook engine leaves it after a paused quorum-loss recovery: in progress at its
+/// fourth step, three steps journaled as completed and the last-known-good ConfigMap recorded.
+async fn paused_recovery_task(server: &ApiServer) -> String {
+    use kube::api::{Patch, PatchParams, PostParams};
+    let api: Api<EtcdOperatorTask> = Api::namespaced(server.client(), NS);
+    let step = |at: &str, ms: u64| serde_json::json!({"completedAt": at, "durationMs": ms, "waitedMs": 0, "how": "done", "warnings": []});
+    let journal = serde_json::json!({
+        "step/SuspendDruid": step("2026-11-25T22:00:01Z", 120),
+        "step/RecordConfigMap": step("2026-11-25T22:00:02Z", 80),
+        "step/ScaleStatefulSetTo0": {"completedAt": "2026-11-25T22:00:09Z", "durationMs": 7400, "waitedMs": 7100, "how": "done", "warnings": []},
+        "lastKnownGood/EditInitialCluster": {"kind": "ConfigMap", "name": "etcd-bootstrap-4711", "data": {"etcd.conf.yaml": "x".repeat(500)}},
+    });
+    let task: EtcdOperatorTask = serde_json::from_value(serde_json::json!({
+        "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "EtcdOperatorTask",
+        "metadata": {"name": "etcd-main-quorum-loss", "namespace": NS,
+                     "annotations": {druidctl::tasks::step::JOURNAL_ANNOTATION: journal.to_string()}},
+        "spec": {"type": druidctl::api::task::types::QUORUM_LOSS_RECOVERY, "ownerEtcdRefrence": {"name": "etcd-main", "namespace": NS}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &task).await.unwrap();
+    let status = serde_json::json!({"status": {"state": "InProgress", "initiatedAt": "2026-11-25T22:00:00Z",
+        "lastOperation": {"name": "DeletePersistentVolumeClaims", "state": "InProgress", "lastTransitionTime": "2026-11-25T22:00:09Z",
+                          "reason": "delete the PVCs of every member"}}});
+    api.patch_status("etcd-main-quorum-loss", &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
+    "etcd-main-quorum-loss".into()
+}
+
+#[tokio::test]
+async fn task_describe_and_get_show_a_runbook_task_with_its_config_steps_and_journal() {
+    let (cli, _sidecar) = Cli::start().await;
+    let name = paused_recovery_task(&cli.server).await;
+
+    let out = cli.run(&["task", "describe", &name]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!text.contains("invalid") && !text.contains("unknown task type"), "{text}");
+    for want in [
+        "Type:         QuorumLossRecoveryTask",
+        "Runbook:      quorum-loss-recovery",
+        "continue with `druidctl runbook quorum-loss-recovery -n shoot etcd-main --resume`, or undo with `druidctl runbook abort -n shoot etcd-main`",
+        "Config:       (none)",
+        "State:        InProgress",
+        "Step:         DeletePersistentVolumeClaims (InProgress)",
+        // The plan's steps, with what the journal and status say about each.
+        "1. SuspendDruid [completed]:",
+        "3. ScaleStatefulSetTo0 [completed]:",
+        "4. DeletePersistentVolumeClaims (destructive) [InProgress]:",
+        "Journal:",
+        "  ScaleStatefulSetTo0  completed 2026-11-25T22:00:09Z in 7.4s (waited 7.1s): done",
+        "  lastKnownGood/EditInitialCluster  {\"data\":",
+        "bytes; -o yaml shows all)",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // The journal lists the steps in the order they completed.
+    let at = |what: &str| text.find(what).unwrap_or_else(|| panic!("{what:?} in:\n{text}"));
+    assert!(at("  SuspendDruid  completed") < at("  RecordConfigMap  completed"), "{text}");
+    assert!(at("  RecordConfigMap  completed") < at("  ScaleStatefulSetTo0  completed"), "{text}");
+    let not_started = text.lines().find(|l| l.contains("5. DeleteMemberLeases")).expect("fifth step listed");
+    assert!(!not_started.contains('['), "an unstarted step has no mark: {not_started}");
+    assert!(text.lines().all(|l| l.chars().count() < 400), "long journal values are shortened:\n{text}");
+
+    let get = cli.run(&["task", "get", &name, "--color", "never"]).await;
+    assert_eq!(get.status.code(), Some(0), "{}", stderr(&get));
+    let text = String::from_utf8_lossy(&get.stdout);
+    assert!(
+        text.contains("QuorumLossRecoveryTask")
+            && text.contains("InProgress")
+            && text.contains("DeletePersistentVolumeClaims"),
+        "{text}"
+    );
+
+    let yaml = cli.run(&["task", "describe", &name, "-o", "yaml"]).await;
+    assert_eq!(yaml.status.code(), Some(0), "{}", stderr(&yaml));
+    assert!(String::from_utf8_lossy(&yaml.stdout).contains(&"x".repeat(500)), "-o yaml shows the whole journal");
+}
+
+#[tokio::test]
+async fn task_list_with_nothing_found_says_where_it_looked() {
+    let (cli, _sidecar) = Cli::start().await;
+    for (args, said) in [
+        (&["task", "list", "-n", "foo"][..], "No tasks found in namespace foo.\n"),
+        (&["task", "list", "--etcd", "etcd-none"][..], "No tasks found in namespace shoot for etcd etcd-none.\n"),
+        (&["task", "list", "-A", "-l", "a=b"][..], "No tasks found in any namespace with labels matching a=b.\n"),
+    ] {
+        let out = cli.run(args).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), said, "{args:?}");
+    }
+}

@@ -63,7 +63,7 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
             r = demo => r,
             _ = tokio::signal::ctrl_c() => {
                 stop.cancel();
-                Err(super::Interrupted(None).into())
+                Err(super::Interrupted::Plain.into())
             }
         }
     });

@@ -172,7 +172,7 @@ pub const BY_COMMAND: &[(ExitCode, &str, &str)] = &[
     ),
     (
         ExitCode::Interrupted,
-        "every command; a runbook stops at the next safe point and prints once, on stderr, the command that continues",
+        "every command; a runbook stops at the next safe point and prints once, on stderr, the command that continues; a watch (`status --watch`, `task watch`) ends without a word, as `kubectl get -w` does",
         "Ctrl-C during `druidctl runbook quorum-loss-recovery etcd-main` → `stopped at a safe point; continue with: druidctl runbook quorum-loss-recovery -n shoot--a etcd-main --resume`",
     ),
 ];

@@ -221,10 +221,19 @@ pub fn tailor(mut root: clap::Command) -> clap::Command {
     root
 }
 
-/// Interrupted by Ctrl-C, with what to do next (printed once on stderr, without `error:`).
+/// Interrupted by Ctrl-C (exit code 130).
 #[derive(Debug, thiserror::Error)]
-#[error("{}", .0.as_deref().unwrap_or("interrupted"))]
-pub struct Interrupted(pub Option<String>);
+pub enum Interrupted {
+    /// Said as `error: interrupted`.
+    #[error("interrupted")]
+    Plain,
+    /// What to do next, printed once on stderr without `error:`.
+    #[error("{0}")]
+    Hint(String),
+    /// Nothing said: Ctrl-C is how a watch ends (`status --watch`, `task watch`), as with `kubectl get -w`.
+    #[error("interrupted")]
+    Silent,
+}
 
 /// Parses an Etcd reference (`NAME` or `NAMESPACE/NAME`) as Kubernetes names, before any request.
 pub fn parse_etcd_ref(s: &str) -> Result<String, String> {
@@ -327,7 +336,16 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(a) => demo::exec(&mut ctx, a),
         other => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            // Ctrl-C is how a watch ends: nothing to say then.
+            let on_ctrl_c = match &other {
+                Command::Status(a) if a.watch => Interrupted::Silent,
+                Command::Task(task::TaskArgs { action: task::TaskAction::Watch(_) }) => Interrupted::Silent,
+                _ => Interrupted::Plain,
+            };
             rt.block_on(async move {
+                // Listening before any work starts, so that Ctrl-C ends the command as documented at any moment
+                // (`ctrl_c()` would only install its handler when first polled, after the command's first step).
+                let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
                 let work = async {
                     match other {
                         Command::Status(a) => status::exec(&mut ctx, a).await,
@@ -358,7 +376,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 };
                 tokio::select! {
                     r = work => r,
-                    _ = tokio::signal::ctrl_c() => Err(Interrupted(None).into()),
+                    _ = sigint.recv() => Err(on_ctrl_c.into()),
                 }
             })
         }

@@ -17,8 +17,9 @@ use super::Context;
 /// Arguments of `playground`.
 #[derive(Debug, Args)]
 pub struct PlaygroundArgs {
-    /// State directory (kubeconfig, volumes, backups, logs, pid). Default: $DRUIDCTL_PLAYGROUND_DIR, else
-    /// ~/.local/state/druidctl/playground.
+    /// State directory (kubeconfig, volumes, backups, logs, pid). Default: $DRUIDCTL_PLAYGROUND_DIR; else, for
+    /// status, down and break, the playground whose kubeconfig is the first entry of $KUBECONFIG
+    /// (DIR/kubeconfig next to its state); else ~/.local/state/druidctl/playground.
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// What to do.
@@ -101,11 +102,15 @@ pub struct BreakArgs {
     pub down_for: Option<Duration>,
 }
 
-/// The state directory.
-pub fn state_dir(dir: Option<PathBuf>) -> PathBuf {
+/// The state directory: `--dir`, else $DRUIDCTL_PLAYGROUND_DIR, else (when `follow_kubeconfig`) the
+/// playground $KUBECONFIG points at, else the default under the XDG state directory.
+pub fn state_dir(dir: Option<PathBuf>, follow_kubeconfig: bool) -> PathBuf {
     if let Some(d) =
         dir.or_else(|| std::env::var_os("DRUIDCTL_PLAYGROUND_DIR").filter(|v| !v.is_empty()).map(PathBuf::from))
     {
+        return d;
+    }
+    if follow_kubeconfig && let Some(d) = std::env::var_os("KUBECONFIG").and_then(|k| playground_of_kubeconfig(&k)) {
         return d;
     }
     let base = std::env::var_os("XDG_STATE_HOME")
@@ -116,6 +121,18 @@ pub fn state_dir(dir: Option<PathBuf>) -> PathBuf {
     base.join("druidctl/playground")
 }
 
+/// The playground state directory a `KUBECONFIG` value points at: its first entry is `DIR/kubeconfig` and DIR
+/// holds a playground's state (its pid file or its record); `None` otherwise.
+fn playground_of_kubeconfig(kubeconfig: &std::ffi::OsStr) -> Option<PathBuf> {
+    let first = std::env::split_paths(kubeconfig).next()?;
+    if first.file_name()? != "kubeconfig" {
+        return None;
+    }
+    let dir = first.parent().filter(|d| !d.as_os_str().is_empty())?;
+    let is_state = dir.join("playground.pid").is_file() || dir.join(landscape::external::RECORD_FILE).is_file();
+    is_state.then(|| dir.to_path_buf())
+}
+
 fn pid_alive(dir: &Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(dir.join("playground.pid")).ok()?.trim().parse().ok()?;
     // SAFETY: signal 0 only checks that the process exists.
@@ -124,7 +141,10 @@ fn pid_alive(dir: &Path) -> Option<i32> {
 
 /// Runs `playground …`.
 pub fn exec(ctx: &mut Context, args: PlaygroundArgs) -> anyhow::Result<()> {
-    let dir = state_dir(args.dir);
+    // `up` starts a playground of its own; the others act on an existing one, also the one $KUBECONFIG uses.
+    let follow_kubeconfig =
+        matches!(args.command, PlaygroundCommand::Down | PlaygroundCommand::Status | PlaygroundCommand::Break(_));
+    let dir = state_dir(args.dir, follow_kubeconfig);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     match args.command {
         PlaygroundCommand::Up(a) if a.detach => detach(ctx, &dir, &a),
@@ -132,7 +152,11 @@ pub fn exec(ctx: &mut Context, args: PlaygroundArgs) -> anyhow::Result<()> {
         PlaygroundCommand::Down => rt.block_on(async {
             let stopped = Playground::down_detached(&dir, Duration::from_secs(10)).await?;
             let _ = std::fs::remove_file(dir.join("ready"));
-            ctx.printer.text(if stopped { "playground stopped\n" } else { "no playground was running\n" })?;
+            ctx.printer.text(&if stopped {
+                format!("playground stopped (state {})\n", dir.display())
+            } else {
+                format!("no playground was running (state {})\n", dir.display())
+            })?;
             Ok(())
         }),
         PlaygroundCommand::Status => {

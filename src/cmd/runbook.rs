@@ -350,7 +350,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
             }
             Ok(Outcome::Planned) | Ok(Outcome::Completed(_)) => Ok(()),
             Ok(Outcome::Interrupted { resume_command, .. }) => {
-                Err(Interrupted(Some(format!("stopped at a safe point; continue with: {resume_command}"))).into())
+                Err(Interrupted::Hint(format!("stopped at a safe point; continue with: {resume_command}")).into())
             }
             Err(e) => Err(to_cli_error(e)),
         }

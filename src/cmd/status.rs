@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use druidctl::health::{self, HealthReport};
-use druidctl::kube::target::WhenUnnamed;
+use druidctl::kube::target::{Targets, WhenUnnamed};
 use druidctl::output::{OutputFormat, status as render};
 
 use super::{Context, EtcdTargets};
@@ -29,21 +29,22 @@ async fn reports(
     ctx: &Context,
     cluster: &druidctl::kube::Cluster,
     names: &[String],
-) -> anyhow::Result<Vec<HealthReport>> {
+) -> anyhow::Result<(Vec<HealthReport>, Targets)> {
     let targets = ctx.targets(cluster, names, WhenUnnamed::ListAll)?;
     let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
     let cluster_wide = matches!(targets, druidctl::kube::target::Targets::AllNamespaces { .. });
     let inputs = health::collect_many(&cluster.client, etcds, cluster_wide).await?;
     let now = jiff::Timestamp::now();
-    Ok(inputs.iter().map(|i| health::assess(i, now)).collect())
+    Ok((inputs.iter().map(|i| health::assess(i, now)).collect(), targets))
 }
 
-fn print(ctx: &mut Context, reports: &[HealthReport]) -> anyhow::Result<()> {
+fn print(ctx: &mut Context, reports: &[HealthReport], targets: &Targets) -> anyhow::Result<()> {
     match ctx.printer.format() {
         OutputFormat::Table | OutputFormat::Wide => {
             let wide = ctx.printer.format() == OutputFormat::Wide;
             let text = if reports.is_empty() {
-                "No Etcds found.\n".to_string()
+                // Where it looked, as `kubectl get` says "No resources found in foo namespace.".
+                format!("No Etcds found {}.\n", targets.searched())
             } else {
                 render::render_reports(reports, wide, ctx.printer.color(), druidctl::output::terminal_width())
             };
@@ -70,8 +71,8 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
     ctx.check_targets(&args.targets.etcds, WhenUnnamed::ListAll)?;
     let cluster = ctx.connect().await?;
     if !args.watch {
-        let reports = reports(ctx, &cluster, &args.targets.etcds).await?;
-        print(ctx, &reports)?;
+        let (reports, targets) = reports(ctx, &cluster, &args.targets.etcds).await?;
+        print(ctx, &reports, &targets)?;
         health::require_healthy(&reports)?;
         return Ok(());
     }
@@ -79,13 +80,16 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
         std::io::stdout().is_terminal() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
     let mut last: Option<String> = None;
     loop {
-        let reports = reports(ctx, &cluster, &args.targets.etcds).await?;
+        let (reports, targets) = reports(ctx, &cluster, &args.targets.etcds).await?;
         // Compare what a person acts on, not ages, so an unchanged cluster prints nothing new.
         let fingerprint: String = reports
             .iter()
             .map(|r| {
-                let members: Vec<(&str, bool, &str)> =
-                    r.members.iter().map(|m| (m.name.as_str(), m.ready, m.reason.as_str())).collect();
+                let members: Vec<String> = r
+                    .members
+                    .iter()
+                    .map(|m| format!("{}/{}/{}/{}/{}", m.name, m.ready, m.reason, m.status, m.druid_view_stale))
+                    .collect();
                 format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
             })
             .collect();
@@ -93,9 +97,31 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
             if clear {
                 ctx.printer.text("\x1b[2J\x1b[H")?;
             }
-            print(ctx, &reports)?;
+            // Said on stderr (stdout stays the reports alone): once, or as the first line of each cleared screen.
+            if clear || last.is_none() {
+                eprintln!("{}", watching(&targets, args.interval));
+            }
+            print(ctx, &reports, &targets)?;
             last = Some(fingerprint);
         }
         tokio::time::sleep(args.interval).await;
     }
+}
+
+/// The line `status --watch` says once: what it watches, how often it looks, how to stop.
+fn watching(targets: &Targets, interval: Duration) -> String {
+    let what = match targets {
+        Targets::Named(keys) => keys.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        Targets::Namespace { .. } => format!("the Etcds {}", targets.searched()),
+        Targets::AllNamespaces { selector: Some(sel) } => {
+            format!("the Etcds of every namespace with labels matching {sel}")
+        }
+        Targets::AllNamespaces { selector: None } => "the Etcds of every namespace".to_string(),
+    };
+    format!("watching {what} (every {}); Ctrl-C to stop", humantime_secs(interval))
+}
+
+/// `2s`, `90s`, `500ms`, `1500ms`: as the flag is written.
+fn humantime_secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
 }

@@ -473,7 +473,11 @@ async fn list(ctx: &mut Context, args: ListArgs) -> anyhow::Result<()> {
         (t.metadata.namespace.clone(), t.metadata.creation_timestamp.as_ref().map(|c| c.0), t.metadata.name.clone())
     });
     if items.is_empty() && ops.is_empty() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide) {
-        ctx.printer.text("No tasks found.\n")?;
+        let scope =
+            if ctx.global.all_namespaces { "in any namespace".to_string() } else { format!("in namespace {ns}") };
+        let etcd = args.etcd.as_ref().map(|e| format!(" for etcd {e}")).unwrap_or_default();
+        let sel = ctx.global.selector.as_ref().map(|s| format!(" with labels matching {s}")).unwrap_or_default();
+        ctx.printer.text(&format!("No tasks found {scope}{etcd}{sel}.\n"))?;
         return Ok(());
     }
     if matches!(ctx.printer.format(), OutputFormat::Json | OutputFormat::Yaml) {
@@ -547,16 +551,37 @@ async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let registry = Registry::standard();
-    let config = registry.plan(&task.spec.type_, task.spec.config.as_deref()).map(|p| p.config_json().to_string());
+    // Runbook tasks are EtcdOperatorTasks too: their types are known to the runbook catalog.
+    let registry = druidctl::runbook::catalog::registry();
+    let config_json = registry.plan(&task.spec.type_, task.spec.config.as_deref()).map(|p| p.config_json());
+    let config = config_json.as_ref().map(|v| match v {
+        serde_json::Value::Null => "(none)".to_string(),
+        v => v.to_string(),
+    });
     let mut s = String::new();
     let status = task.status.clone().unwrap_or_default();
     s.push_str(&format!("Name:         {}\nNamespace:    {ns}\nType:         {}\n", args.name, task.spec.type_));
-    s.push_str(&format!(
-        "Etcd:         {}/{}\n",
-        task.spec.owner_etcd_refrence.namespace, task.spec.owner_etcd_refrence.name
-    ));
-    s.push_str(&format!("Config:       {}\n", config.unwrap_or_else(|e| format!("(invalid: {e})"))));
+    let etcd_ref = &task.spec.owner_etcd_refrence;
+    s.push_str(&format!("Etcd:         {}/{}\n", etcd_ref.namespace, etcd_ref.name));
+    if let Some(rb) = druidctl::runbook::catalog::ALL.iter().find(|r| r.task_type == task.spec.type_) {
+        let cmd = druidctl::output::command_name();
+        s.push_str(&format!("Runbook:      {} (run by `{cmd} runbook {}`, not by `serve`)\n", rb.name, rb.name));
+        if !task.state().is_terminal() {
+            let config = config_json.as_ref().ok().cloned().unwrap_or_default();
+            s.push_str(&format!(
+                "              unfinished: continue with `{cmd} runbook {} {} --resume`, or undo with `{cmd} runbook abort -n {} {}`\n",
+                rb.name,
+                runbook_args(rb, &etcd_ref.namespace, &etcd_ref.name, &config),
+                etcd_ref.namespace,
+                etcd_ref.name
+            ));
+        }
+    }
+    let config = match config {
+        Ok(text) => text,
+        Err(e) => format!("(invalid: {e})"),
+    };
+    s.push_str(&format!("Config:       {config}\n"));
     s.push_str(&format!(
         "TTL:          {}s after finishing\n",
         task.spec.ttl_seconds_after_finished.unwrap_or(druidctl::api::task::DEFAULT_TTL_SECONDS)
@@ -576,17 +601,27 @@ async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
             Api::namespaced(cluster.client.clone(), &task.spec.owner_etcd_refrence.namespace);
         if let Ok(e) = etcd.get(&task.spec.owner_etcd_refrence.name).await {
             s.push_str("Steps:\n");
+            let journal = druidctl::tasks::step::journal_of(&task).unwrap_or_default();
             for (i, step) in plan.steps(&e).iter().enumerate() {
+                let name = step.name();
+                let completed = journal.get(&format!("step/{name}")).is_some_and(|v| v["completedAt"].is_string());
+                let mark = if completed {
+                    " [completed]".to_string()
+                } else if let Some(op) = status.last_operation.as_ref().filter(|op| op.name == name) {
+                    format!(" [{:?}]", op.state)
+                } else {
+                    String::new()
+                };
                 s.push_str(&format!(
-                    "  {}. {}{}: {}\n",
+                    "  {}. {name}{}{mark}: {}\n",
                     i + 1,
-                    step.name(),
                     if step.destructive() { " (destructive)" } else { "" },
                     step.description()
                 ));
             }
         }
     }
+    s.push_str(&journal_text(&task));
     if !status.last_errors.is_empty() {
         s.push_str("Errors:\n");
         for e in &status.last_errors {
@@ -606,6 +641,89 @@ async fn describe(ctx: &mut Context, args: DescribeArgs) -> anyhow::Result<()> {
     }
     ctx.printer.text(&s)?;
     Ok(())
+}
+
+/// The arguments that name a runbook run again (as `runbook … --resume` takes them), from its task's Etcd and
+/// normalized config.
+fn runbook_args(rb: &druidctl::runbook::Runbook, ns: &str, etcd: &str, config: &serde_json::Value) -> String {
+    use druidctl::runbook::RunbookId;
+    match rb.id {
+        RunbookId::MemberRestore => {
+            format!("-n {ns} {etcd} {}", config["member"].as_str().unwrap_or("MEMBER"))
+        }
+        RunbookId::MachineReplacement => {
+            let machine_ns = config["namespace"].as_str().unwrap_or(ns);
+            let target = match (config["machine"].as_str(), config["node"].as_str()) {
+                (Some(m), _) => m.to_string(),
+                (None, Some(n)) => format!("--node {n}"),
+                (None, None) => "MACHINE".to_string(),
+            };
+            let force = if config["force"].as_bool() == Some(true) { " --force" } else { "" };
+            format!("-n {machine_ns} {target}{force} --etcd {ns}/{etcd}")
+        }
+        RunbookId::QuorumLossRecovery | RunbookId::CertificateRenewal => format!("-n {ns} {etcd}"),
+    }
+}
+
+/// Longest journal value `task describe` shows inline (`-o yaml` shows the whole annotation).
+const JOURNAL_VALUE_WIDTH: usize = 100;
+
+/// The `Journal:` section of `task describe`: what each step recorded (completion, duration, how), then the
+/// other entries (baselines, last-known-good copies), long values shortened. Empty when nothing is recorded.
+fn journal_text(task: &EtcdOperatorTask) -> String {
+    let journal = match druidctl::tasks::step::journal_of(task) {
+        Ok(j) if j.is_empty() => return String::new(),
+        Ok(j) => j,
+        Err(e) => {
+            return format!(
+                "Journal:      (unreadable annotation {}: {e})\n",
+                druidctl::tasks::step::JOURNAL_ANNOTATION
+            );
+        }
+    };
+    let mut s = String::from("Journal:\n");
+    let secs = |v: &serde_json::Value| v.as_u64().map(|ms| format!("{:.1}s", ms as f64 / 1000.0));
+    // Steps in the order they completed; entries without a completion time last.
+    let mut steps: Vec<(&String, &serde_json::Value)> =
+        journal.iter().filter(|(k, _)| k.starts_with("step/")).collect();
+    steps.sort_by_key(|(_, v)| {
+        (v["completedAt"].as_str().is_none(), v["completedAt"].as_str().unwrap_or_default().to_string())
+    });
+    for (key, v) in steps {
+        let step = key.trim_start_matches("step/");
+        match v["completedAt"].as_str() {
+            Some(at) => {
+                let took = match (secs(&v["durationMs"]), secs(&v["waitedMs"])) {
+                    (Some(d), Some(w)) => format!(" in {d} (waited {w})"),
+                    (Some(d), None) => format!(" in {d}"),
+                    _ => String::new(),
+                };
+                let how = v["how"].as_str().map(|h| format!(": {h}")).unwrap_or_default();
+                s.push_str(&format!("  {step}  completed {at}{took}{how}\n"));
+            }
+            None => s.push_str(&format!("  {step}  {}\n", shortened(v))),
+        }
+        for w in v["warnings"].as_array().into_iter().flatten().filter_map(|w| w.as_str()) {
+            s.push_str(&format!("    warning: {w}\n"));
+        }
+    }
+    for (key, v) in journal.iter().filter(|(k, _)| !k.starts_with("step/")) {
+        s.push_str(&format!("  {key}  {}\n", shortened(v)));
+    }
+    s
+}
+
+/// A journal value on one line, cut to [`JOURNAL_VALUE_WIDTH`] characters.
+fn shortened(v: &serde_json::Value) -> String {
+    let text = match v {
+        serde_json::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    if text.chars().count() <= JOURNAL_VALUE_WIDTH {
+        return text;
+    }
+    let head: String = text.chars().take(JOURNAL_VALUE_WIDTH).collect();
+    format!("{head}… ({} bytes; -o yaml shows all)", text.len())
 }
 
 async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
@@ -632,6 +750,7 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
         // A task that does not exist is said at once, not waited for.
         let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &ns);
         api.get(name).await.map_err(|e| task_err(e, name, &ns))?;
+        eprintln!("watching task {name} in namespace {ns} until it finishes; Ctrl-C to stop");
         let mut err = None;
         let r = ops::follow(&cluster.client, &ns, name, args.timeout, |t| {
             if let Err(e) = emit(ctx, t) {
@@ -652,6 +771,11 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
         if all { Api::all(cluster.client.clone()) } else { Api::namespaced(cluster.client.clone(), &ns) };
     // Access and the API itself are checked once, so that a missing CRD or RBAC is said, not waited on.
     api.list(&kube::api::ListParams::default().limit(1)).await.map_err(|e| task_err(e, "", &ns))?;
+    if all {
+        eprintln!("watching the tasks of every namespace; Ctrl-C to stop");
+    } else {
+        eprintln!("watching the tasks in namespace {ns}; Ctrl-C to stop");
+    }
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .backoff(druidctl::reconciler::controller::WatchBackoff::default())
         .boxed();
@@ -723,4 +847,74 @@ pub fn shortcut_waits(run: &RunArgs, no_wait: bool) -> RunArgs {
     let mut r = run.clone();
     r.wait = run.wait || (!no_wait && std::io::stdout().is_terminal());
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use druidctl::runbook::catalog::{CERT_RENEWAL, MACHINE_REPLACEMENT, MEMBER_RESTORE, QUORUM_LOSS_RECOVERY};
+    use serde_json::json;
+
+    #[test]
+    fn runbook_args_name_the_run_as_the_runbook_command_takes_it() {
+        assert_eq!(runbook_args(&QUORUM_LOSS_RECOVERY, "ns", "etcd-main", &json!(null)), "-n ns etcd-main");
+        assert_eq!(runbook_args(&CERT_RENEWAL, "ns", "etcd-main", &json!(null)), "-n ns etcd-main");
+        assert_eq!(
+            runbook_args(&MEMBER_RESTORE, "ns", "etcd-main", &json!({"member": "etcd-main-2"})),
+            "-n ns etcd-main etcd-main-2"
+        );
+        assert_eq!(
+            runbook_args(
+                &MACHINE_REPLACEMENT,
+                "ns",
+                "etcd-main",
+                &json!({"machine": "m-1", "force": false, "namespace": null})
+            ),
+            "-n ns m-1 --etcd ns/etcd-main"
+        );
+        assert_eq!(
+            runbook_args(
+                &MACHINE_REPLACEMENT,
+                "ns",
+                "etcd-main",
+                &json!({"node": "n-1", "force": true, "namespace": "machines"})
+            ),
+            "-n machines --node n-1 --force --etcd ns/etcd-main"
+        );
+    }
+
+    #[test]
+    fn the_journal_lists_steps_in_completion_order_and_shortens_long_values() {
+        let mut task = EtcdOperatorTask::new(
+            "t",
+            druidctl::api::EtcdOperatorTaskSpec {
+                type_: "X".into(),
+                config: None,
+                ttl_seconds_after_finished: None,
+                owner_etcd_refrence: druidctl::api::task::NamespacedName { name: "e".into(), namespace: "ns".into() },
+            },
+        );
+        assert_eq!(journal_text(&task), "", "nothing recorded, no section");
+        let journal = json!({
+            "step/B": {"completedAt": "2026-01-01T00:00:01Z", "durationMs": 1500, "how": "done"},
+            "step/A": {"completedAt": "2026-01-01T00:00:02Z", "warnings": ["member 1 not reached"]},
+            "baseline": "y".repeat(300),
+        });
+        task.metadata.annotations =
+            Some([(druidctl::tasks::step::JOURNAL_ANNOTATION.to_string(), journal.to_string())].into());
+        let text = journal_text(&task);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "Journal:");
+        assert_eq!(lines[1], "  B  completed 2026-01-01T00:00:01Z in 1.5s: done");
+        assert_eq!(lines[2], "  A  completed 2026-01-01T00:00:02Z");
+        assert_eq!(lines[3], "    warning: member 1 not reached");
+        assert!(
+            lines[4].starts_with("  baseline  yyyy") && lines[4].ends_with("… (300 bytes; -o yaml shows all)"),
+            "{}",
+            lines[4]
+        );
+        task.metadata.annotations =
+            Some([(druidctl::tasks::step::JOURNAL_ANNOTATION.to_string(), "not json".to_string())].into());
+        assert!(journal_text(&task).starts_with("Journal:      (unreadable annotation"), "{}", journal_text(&task));
+    }
 }

@@ -166,6 +166,23 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
             .as_ref()
             .map(|(s, _)| s.clone())
             .unwrap_or_else(|| if ready { "Ready".into() } else { "NotReady".into() });
+        let status_source = match (druid, derived) {
+            (Some(_), _) => StatusSource::EtcdDruid,
+            (None, Some(_)) => StatusSource::Lease,
+            (None, None) => StatusSource::Druidctl,
+        };
+        let status_since = druid.and_then(|m| m.last_transition_time.as_ref()).map(|t| t.0);
+        // etcd-druid judges from the lease on its own schedule: right after a failure it still says Ready while
+        // the pod is not ready; after a recovery it still says NotReady while the pod is ready and the lease was
+        // renewed after etcd-druid's last change.
+        let observed_ready = pod_is_ready && lease_fresh;
+        let renewed_since_druid = match (lease.as_ref().and_then(|l| l.renewed_at), status_since) {
+            (Some(renewed), Some(since)) => renewed > since,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let druid_view_stale =
+            druid.is_some() && if status == "Ready" { !observed_ready } else { observed_ready && renewed_since_druid };
         let holder = lease.as_ref().and_then(|l| l.holder.as_deref()).and_then(parse_holder);
         // The role and cluster in a stale lease are history, not the member's present.
         let holder_id = holder.as_ref().map(|h| h.member_id.clone());
@@ -191,6 +208,10 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
             alive,
             ready,
             status,
+            status_source,
+            status_since,
+            status_age_seconds: age(status_since, now),
+            druid_view_stale,
             reason,
             lease,
             pvc: Some(pvc_view),
@@ -220,6 +241,15 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
             },
         })
         .collect();
+    let druid_updated_at = etcd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().filter_map(|c| c.last_update_time.as_ref().map(|t| t.0)).max());
+    let druid_view = DruidView {
+        updated_at: druid_updated_at,
+        age_seconds: age(druid_updated_at, now),
+        stale_members: members.iter().filter(|m| m.druid_view_stale).map(|m| m.name.clone()).collect(),
+    };
     for c in conditions.iter().filter(|c| c.healthy == Some(false)) {
         problems.push(format!("condition {} is {} ({})", c.type_, c.status, c.reason));
     }
@@ -353,6 +383,7 @@ pub fn assess(inputs: &HealthInputs, now: Timestamp) -> HealthReport {
         observed_generation: etcd.status.as_ref().and_then(|s| s.observed_generation),
         quorum,
         members,
+        druid_view,
         conditions,
         backups,
         annotations,

@@ -58,6 +58,8 @@ pub struct HealthReport {
     pub quorum: Quorum,
     /// One entry per expected member.
     pub members: Vec<MemberHealth>,
+    /// How current etcd-druid's view (`status.members`, `status.conditions`) is.
+    pub druid_view: DruidView,
     /// Etcd status conditions.
     pub conditions: Vec<ConditionView>,
     /// Backup freshness.
@@ -87,8 +89,17 @@ pub struct MemberHealth {
     pub alive: bool,
     /// Whether it counts towards quorum as ready.
     pub ready: bool,
-    /// `Ready`, `NotReady` or `Unknown` (druid's view, or derived from the pod).
+    /// `Ready`, `NotReady` or `Unknown`: etcd-druid's view, or derived (see `status_source`).
     pub status: String,
+    /// Where `status` comes from.
+    pub status_source: StatusSource,
+    /// When etcd-druid last changed `status` (`status.members[].lastTransitionTime`), when it says.
+    pub status_since: Option<Timestamp>,
+    /// Seconds since `status_since`.
+    pub status_age_seconds: Option<i64>,
+    /// etcd-druid's `status` disagrees with what druidctl observes now (pod readiness and lease renewal):
+    /// etcd-druid has not noticed the change yet. Only for `status_source: etcd-druid`.
+    pub druid_view_stale: bool,
     /// Why: druid's reason (LeaseSucceeded, LeaseExpired, ContainersNotReady, UnknownGracePeriodExceeded), or
     /// from the pod: NeverStartedUp / CrashLooping / Unhealthy / NotReady / PodMissing / LeaseNotRenewed.
     pub reason: String,
@@ -100,6 +111,39 @@ pub struct MemberHealth {
     pub pvc: Option<PvcView>,
     /// Node the pod runs on.
     pub node: Option<String>,
+}
+
+/// Where a member's `status` comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum StatusSource {
+    /// etcd-druid's entry in `status.members` (as of its last status update).
+    #[serde(rename = "etcd-druid")]
+    EtcdDruid,
+    /// No entry: derived by druidctl from the member lease and pod now, the way etcd-druid would.
+    #[serde(rename = "lease")]
+    Lease,
+    /// Neither an entry nor a renewed lease: druidctl's own judgement now.
+    #[serde(rename = "druidctl")]
+    Druidctl,
+}
+
+/// How current etcd-druid's view of an Etcd is.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DruidView {
+    /// When etcd-druid last wrote the Etcd's status (the newest `lastUpdateTime` of its conditions).
+    pub updated_at: Option<Timestamp>,
+    /// Seconds since `updated_at`.
+    pub age_seconds: Option<i64>,
+    /// Members whose status etcd-druid reports differently from what druidctl observes now.
+    pub stale_members: Vec<String>,
+}
+
+impl DruidView {
+    /// Whether etcd-druid's view of any member disagrees with what druidctl observes now.
+    pub fn stale(&self) -> bool {
+        !self.stale_members.is_empty()
+    }
 }
 
 /// A member lease.

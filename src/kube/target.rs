@@ -53,6 +53,34 @@ pub enum Targets {
     },
 }
 
+impl Targets {
+    /// Where these targets were looked for, to finish "No Etcds found …": `in namespace shoot--a`, `in any
+    /// namespace`, with ` with labels matching SELECTOR` when a selector narrowed it.
+    pub fn searched(&self) -> String {
+        let (scope, selector) = match self {
+            Targets::Named(keys) => {
+                let mut namespaces: Vec<&str> = keys.iter().map(|k| k.namespace.as_str()).collect();
+                namespaces.dedup();
+                let scope = match namespaces.as_slice() {
+                    [one] => format!("named {} in namespace {one}", join_names(keys)),
+                    _ => format!("named {}", keys.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+                };
+                (scope, None)
+            }
+            Targets::Namespace { namespace, selector } => (format!("in namespace {namespace}"), selector.as_deref()),
+            Targets::AllNamespaces { selector } => ("in any namespace".to_string(), selector.as_deref()),
+        };
+        match selector {
+            Some(sel) => format!("{scope} with labels matching {sel}"),
+            None => scope,
+        }
+    }
+}
+
+fn join_names(keys: &[ObjectKey]) -> String {
+    keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
 /// Whether a command may act on "everything" when no name is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WhenUnnamed {
@@ -270,6 +298,24 @@ mod tests {
                 ObjectKey { namespace: "other".into(), name: "b".into() }
             ])
         );
+    }
+
+    #[test]
+    fn searched_says_where_and_with_which_selector() {
+        let searched = |a: TargetArgs| resolve(&a, "ctx", WhenUnnamed::ListAll, "etcd").unwrap().searched();
+        assert_eq!(searched(args(&[], Some("foo"), false, None)), "in namespace foo");
+        assert_eq!(searched(args(&[], None, false, None)), "in namespace ctx");
+        assert_eq!(searched(args(&[], None, true, None)), "in any namespace");
+        assert_eq!(
+            searched(args(&[], None, true, Some("role=main"))),
+            "in any namespace with labels matching role=main"
+        );
+        assert_eq!(
+            searched(args(&[], Some("foo"), false, Some("a in (b)"))),
+            "in namespace foo with labels matching a in (b)"
+        );
+        assert_eq!(searched(args(&["a", "b"], None, false, None)), "named a, b in namespace ctx");
+        assert_eq!(searched(args(&["a", "other/b"], None, false, None)), "named ctx/a, other/b");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::age::human;
 use super::table::{Cell, Style, Table};
-use crate::health::model::{HealthReport, SnapshotView, Verdict};
+use crate::health::model::{HealthReport, MemberHealth, SnapshotView, StatusSource, Verdict};
 
 /// apiVersion of the `status -o json|yaml` document (schema in docs/cli.md).
 pub const STATUS_API_VERSION: &str = "druidctl.gardener.cloud/v1alpha1";
@@ -102,9 +102,15 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
             if wide {
                 row.push(Cell::plain(dash(m.id.as_deref())));
             }
+            // A `*` marks a status etcd-druid has not brought up to date yet (explained under the table).
+            let status = if m.druid_view_stale {
+                Cell::styled(format!("{}*", m.status), Style::Warn)
+            } else {
+                Cell::styled(&m.status, status_style)
+            };
             row.extend([
                 Cell::plain(dash(m.role.as_deref())),
-                Cell::styled(&m.status, status_style),
+                status,
                 Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
             ]);
             if wide {
@@ -132,6 +138,10 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
         }
         out.push('\n');
         out.push_str(&indent(&t.render(color)));
+        out.push_str(&format!("  {}\n", Style::Dim.paint(&sources_legend(r), color)));
+        for m in r.members.iter().filter(|m| m.druid_view_stale) {
+            out.push_str(&format!("  {}\n", Style::Warn.paint(&stale_note(m), color)));
+        }
     }
 
     if !r.conditions.is_empty() {
@@ -219,6 +229,40 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
         }
     }
     out
+}
+
+/// The line under the member table saying where each column comes from: STATUS from etcd-druid (as of its last
+/// status update) or derived now from the member lease, the rest observed by druidctl now.
+pub fn sources_legend(r: &HealthReport) -> String {
+    let from_druid = r.members.iter().filter(|m| m.status_source == StatusSource::EtcdDruid).count();
+    let as_of = r.druid_view.age_seconds.map(|a| format!(", as of {} ago", human(a))).unwrap_or_default();
+    let status = if from_druid == r.members.len() {
+        format!("etcd-druid{as_of}")
+    } else if from_druid == 0 {
+        "derived now from the member lease (etcd-druid lists no members)".to_string()
+    } else {
+        format!("etcd-druid{as_of}, else derived now from the member lease")
+    };
+    format!("STATUS: {status}; REASON: druidctl; RENEWED: member lease; POD, READY, RESTARTS: the pod, now")
+}
+
+/// The note on a member whose status etcd-druid has not brought up to date: what it says, since when, and what
+/// druidctl observes now.
+pub fn stale_note(m: &MemberHealth) -> String {
+    let since = m.status_age_seconds.map(|a| format!(" (since {} ago)", human(a))).unwrap_or_default();
+    let lease_age = m.lease.as_ref().and_then(|l| l.age_seconds);
+    let observed = if m.status == "Ready" {
+        match (&m.pod, lease_age) {
+            (None, _) => "the pod is missing".to_string(),
+            (Some(p), _) if !p.ready => "the pod is not ready".to_string(),
+            (Some(_), Some(a)) => format!("the member lease was last renewed {} ago", human(a)),
+            (Some(_), None) => "the member lease was never renewed".to_string(),
+        }
+    } else {
+        let renewed = lease_age.map(|a| format!(" {} ago", human(a))).unwrap_or_default();
+        format!("the pod is ready and the member lease was renewed{renewed}")
+    };
+    format!("* {}: etcd-druid has not noticed yet: it says {}{since}, {observed}", m.name, m.status)
 }
 
 /// Renders several reports: one line per Etcd ([`render_summary`]) when there are several and not `wide`, else

@@ -19,6 +19,15 @@ pub const JOURNAL_ANNOTATION: &str = "druid.gardener.cloud/task-journal";
 /// Label put on every resource a task creates (its value is the task name).
 pub const CREATED_BY_LABEL: &str = "druid.gardener.cloud/operator-task";
 
+/// The journal recorded on `task` (its entries by key; empty when none was written yet), or `Err` with the
+/// parser's message when the annotation is not a JSON object.
+pub fn journal_of(task: &EtcdOperatorTask) -> Result<BTreeMap<String, Value>, String> {
+    match task.metadata.annotations.as_ref().and_then(|a| a.get(JOURNAL_ANNOTATION)) {
+        None => Ok(BTreeMap::new()),
+        Some(text) => serde_json::from_str(text).map_err(|e| e.to_string()),
+    }
+}
+
 /// A future returned by a step.
 pub type StepFuture<'a, T> = BoxFuture<'a, Result<T, StepError>>;
 
@@ -124,13 +133,7 @@ pub struct StepContext {
 impl StepContext {
     /// A context for `task` on `etcd`, with the journal read from the task.
     pub fn new(client: Client, task: EtcdOperatorTask, etcd: Etcd) -> StepContext {
-        let journal = task
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(JOURNAL_ANNOTATION))
-            .and_then(|j| serde_json::from_str(j).ok())
-            .unwrap_or_default();
+        let journal = journal_of(&task).unwrap_or_default();
         StepContext { client, task, etcd, journal: Mutex::new(journal) }
     }
 
