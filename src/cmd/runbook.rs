@@ -97,7 +97,7 @@ pub struct MemberRestoreArgs {
     #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// The failed member (pod name), e.g. etcd-main-2.
-    #[arg(value_name = "MEMBER", value_parser = super::parse_object_name)]
+    #[arg(value_name = "MEMBER", value_parser = super::parse_object_name, add = ArgValueCompleter::new(super::completion::members))]
     pub member: String,
     /// Runbook flags.
     #[command(flatten)]
