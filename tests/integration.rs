@@ -18,6 +18,7 @@ mod certs_renew;
 mod cli_actions;
 mod cli_bad_inputs;
 mod cli_completion_bash;
+mod cli_completion_shells;
 mod cli_generated;
 mod cli_kubectl_plugin;
 mod cli_status_snapshots;

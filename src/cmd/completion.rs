@@ -1,6 +1,6 @@
 //! `completion SHELL`: the registration script for dynamic completion (subcommands, flags, and from the cluster
-//! Etcd names, namespaces, members and task names), the completers of those values, and the `__complete` entry point behind the `kubectl_complete-druid`
-//! shim that makes `kubectl druid <TAB>` work.
+//! Etcd names, namespaces, members and task names), the completers of those values, and the `__complete` entry
+//! point behind the `kubectl_complete-druid` shim that makes `kubectl druid <TAB>` work.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
