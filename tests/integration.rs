@@ -21,6 +21,7 @@ mod cli_completion_bash;
 mod cli_completion_shells;
 mod cli_generated;
 mod cli_kubectl_plugin;
+mod cli_output_snapshots;
 mod cli_status_snapshots;
 mod cli_upstream_aliases;
 mod crd_validation;
