@@ -114,6 +114,5 @@ pub async fn exec(ctx: &mut Context, args: SnapshotArgs) -> anyhow::Result<()> {
         }
     }
     let config = format!("type: {kind}\n");
-    run_task(ctx, types::ON_DEMAND_SNAPSHOT, &args.etcd, Some(config.into()), &shortcut_waits(&args.run, args.no_wait))
-        .await
+    run_task(ctx, types::ON_DEMAND_SNAPSHOT, &args.etcd, Some(config), &shortcut_waits(&args.run, args.no_wait)).await
 }
