@@ -139,11 +139,10 @@ async fn main() {
     };
     let kubeconfig = k8s.kubeconfig.clone();
     let client = k8s.client().await;
-    for crd in ["druid.gardener.cloud_etcds.yaml"] {
-        let path = format!("{}/crates/druid-api/crds/{crd}", env!("CARGO_MANIFEST_DIR"));
-        let out = k8s.kubectl(&["apply", "--server-side", "-f", &path], None);
-        assert!(out.status.success(), "{crd}: {}", String::from_utf8_lossy(&out.stderr));
-    }
+    let crd = "druid.gardener.cloud_etcds.yaml";
+    let path = format!("{}/crates/druid-api/crds/{crd}", env!("CARGO_MANIFEST_DIR"));
+    let out = k8s.kubectl(&["apply", "--server-side", "-f", &path], None);
+    assert!(out.status.success(), "{crd}: {}", String::from_utf8_lossy(&out.stderr));
     let out = k8s.kubectl(&["wait", "--for=condition=Established", "crd/etcds.druid.gardener.cloud"], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // The EtcdOperatorTask CRD and RBAC, as a user installs them.

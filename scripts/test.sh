@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole druidctl test suite. Installs what the tests need when it is missing
-# (Debian's etcd-server and etcd-client for the real-etcd tests, cargo-nextest), then runs every test.
+# (Debian's etcd-server and etcd-client for the real-etcd tests, man-db, fish and zsh, cargo-nextest), then runs
+# every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,11 @@ if ! command -v man >/dev/null 2>&1; then
   echo "test.sh: installing man-db (tests/man_pages.rs renders every man page with man --warnings)"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq man-db >/dev/null
+fi
+if ! command -v fish >/dev/null 2>&1 || ! command -v zsh >/dev/null 2>&1; then
+  echo "test.sh: installing fish and zsh (tests/cli_completion_shells.rs completes through both shells)"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fish zsh >/dev/null
 fi
 if ! command -v kubectl >/dev/null 2>&1; then
   echo "test.sh: kubectl is required by the fidelity tests and was not found on PATH" >&2

@@ -68,7 +68,8 @@ fn clap_error(e: clap::Error) -> ExitCode {
                 .lines()
                 .take_while(|l| !l.starts_with("Usage:"))
                 .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                // clap's `tip: …` is a second sentence; `--help` is named instead.
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("tip:"))
                 .collect();
             let msg = text.join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);

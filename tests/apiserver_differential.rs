@@ -104,8 +104,11 @@ struct Side {
     cache: PathBuf,
     /// server-specific strings -> placeholders
     repl: Vec<(String, String)>,
-    watches: Mutex<HashMap<usize, (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<u8>>>)>>,
+    watches: Mutex<HashMap<usize, Watch>>,
 }
+
+/// A running watch: its reader task and the bytes it has read.
+type Watch = (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<u8>>>);
 
 async fn client_from_yaml(yaml: &str) -> Client {
     let kc = Kubeconfig::from_yaml(yaml).expect("kubeconfig");
@@ -1214,7 +1217,7 @@ fn special_scenarios(ns_for: &mut dyn FnMut(&str) -> String) -> Vec<Scenario> {
                     {"apiVersion": "v1", "kind": "ConfigMap", "name": "o1", "uid": "00000000-0000-0000-0000-000000000001", "controller": true},
                     {"apiVersion": "v1", "kind": "ConfigMap", "name": "o2", "uid": "00000000-0000-0000-0000-000000000002", "controller": true}]}})), JSON),
             req("owner delete Foreground", Method::DELETE, format!("{cms}/owner?propagationPolicy=Foreground"), None, JSON),
-            req("deletecollection all configmaps", Method::DELETE, format!("{cms}"), None, JSON).cmp(Cmp::Code),
+            req("deletecollection all configmaps", Method::DELETE, cms.to_string(), None, JSON).cmp(Cmp::Code),
         ],
     });
 
@@ -1650,14 +1653,13 @@ async fn exec(side: &Side, op: &Op) -> Raw {
             let side_kc = side.kubeconfig.clone();
             let cache = side.cache.clone();
             let label = side.label;
-            let raw = tokio::task::spawn_blocking(move || {
+            tokio::task::spawn_blocking(move || {
                 // Side is not Send across spawn_blocking; re-create the minimal part.
                 let s = KubectlRunner { kubeconfig: side_kc, cache, _label: label };
                 s.run(&args, stdin.as_deref())
             })
             .await
-            .unwrap();
-            raw
+            .unwrap()
         }
     }
 }

@@ -79,4 +79,11 @@ async fn kubectl_druid_tab_completes_commands_and_etcd_names() {
     let text = String::from_utf8_lossy(&out.stdout);
     let names: Vec<&str> = text.lines().filter(|l| !l.starts_with(':')).collect();
     assert_eq!(names, ["etcd-events", "etcd-main"], "names from the context's namespace: {text}");
+
+    // Members of the Etcd typed before them (its spec's replicas here: no status, no pods).
+    let out =
+        kubectl(&fx, &bin, &["__complete", "druid", "runbook", "member-restore", "shoot--b/etcd-other", ""]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text.lines().filter(|l| !l.starts_with(':') && !l.starts_with('-')).collect();
+    assert_eq!(names, ["etcd-other-0", "etcd-other-1", "etcd-other-2"], "{text}");
 }

@@ -10,7 +10,7 @@ use super::task::{RunArgs, run_task, shortcut_waits};
 #[derive(Debug, Args)]
 pub struct CompactArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref)]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = clap_complete::engine::ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// Do not wait for the task even on a terminal.
     #[arg(long, conflicts_with_all = ["wait", "local"])]

@@ -1,6 +1,6 @@
-//! `completion SHELL`: the registration script for dynamic completion (subcommands, flags and Etcd names from the
-//! cluster), the completer of Etcd names, and the `__complete` entry point behind the `kubectl_complete-druid`
-//! shim that makes `kubectl druid <TAB>` work.
+//! `completion SHELL`: the registration script for dynamic completion (subcommands, flags, and from the cluster
+//! Etcd names, namespaces, members and task names), the completers of those values, and the `__complete` entry
+//! point behind the `kubectl_complete-druid` shim that makes `kubectl druid <TAB>` work.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -198,12 +198,21 @@ async fn namespace_names(client: kube::Client) -> Option<Vec<String>> {
 
 /// Completes Etcd names from the current kubeconfig context: `NAME` in the context's namespace, and
 /// `NAMESPACE/` prefixes of the namespaces that match what is typed; once a `/` is typed, `NAMESPACE/NAME`.
+/// With `-A` on the line, `NAMESPACE/NAME` of every Etcd of every namespace (a bare NAME is refused with `-A`).
 pub fn etcd_names(current: &OsStr) -> Vec<CompletionCandidate> {
     let current = current.to_string_lossy().to_string();
     with_cluster(|cluster| async move {
         if Typed::from_words(std::env::args_os().collect()).all_namespaces {
-            // -A with names is refused (docs/cli.md, Targets): offer none rather than a line that fails.
-            return Some(Vec::new());
+            let api: kube::Api<druidctl::api::Etcd> = kube::Api::all(cluster.client.clone());
+            let list = api.list_metadata(&Default::default()).await.ok()?;
+            let mut out: Vec<String> = list
+                .items
+                .into_iter()
+                .filter_map(|m| Some(format!("{}/{}", m.metadata.namespace?, m.metadata.name?)))
+                .filter(|n| n.starts_with(&current))
+                .collect();
+            out.sort();
+            return Some(out.into_iter().map(CompletionCandidate::new).collect());
         }
         let (ns, prefix) = match current.split_once('/') {
             Some((ns, _)) => (ns.to_string(), format!("{ns}/")),
@@ -219,6 +228,159 @@ pub fn etcd_names(current: &OsStr) -> Vec<CompletionCandidate> {
         }
         Some(out.into_iter().filter(|n| n.starts_with(&current)).map(CompletionCandidate::new).collect())
     })
+}
+
+/// The words of the command line being completed, from the program name up to (not including) the word under
+/// the cursor: `COMPLETE=<shell> druidctl -- WORDS…` (the registration scripts; bash and zsh say the cursor's
+/// index in `_CLAP_COMPLETE_INDEX`, fish passes the words up to the cursor) or `druidctl __complete WORDS…`
+/// (kubectl, whose words start after `kubectl druid`).
+fn line_words() -> Vec<OsString> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    // Completers run only in completion mode (clap_complete has removed COMPLETE from the environment by then).
+    let mut words: Vec<OsString> = match args.get(1).and_then(|a| a.to_str()) {
+        Some("--") => args[2..].to_vec(),
+        Some("__complete") => std::iter::once(OsString::from("druidctl")).chain(args[2..].iter().cloned()).collect(),
+        _ => return Vec::new(),
+    };
+    let cursor = std::env::var("_CLAP_COMPLETE_INDEX")
+        .ok()
+        .and_then(|i| i.parse::<usize>().ok())
+        .unwrap_or(words.len().saturating_sub(1));
+    words.truncate(cursor.min(words.len().saturating_sub(1)));
+    words
+}
+
+/// The value of argument `id` (clap's id, e.g. `etcd`, `in_namespace`) as typed on the line being completed, in
+/// the innermost subcommand that has it. The line is parsed by clap with errors ignored, so flags and their
+/// values are told apart exactly as when the command runs.
+fn typed_value(id: &str) -> Option<String> {
+    let words = line_words();
+    if words.is_empty() {
+        return None;
+    }
+    let matches = super::command().ignore_errors(true).try_get_matches_from(words).ok()?;
+    let mut chain = vec![matches];
+    while let Some((_, sub)) = chain.last().and_then(|m| m.subcommand()) {
+        let sub = sub.clone();
+        chain.push(sub);
+    }
+    chain.iter().rev().find_map(|m| {
+        let raw = m.try_get_raw(id).ok().flatten()?;
+        raw.into_iter().next().map(|v| v.to_string_lossy().to_string())
+    })
+}
+
+/// The Etcd typed on the line (`ETCD`, `--etcd`, or the first of several Etcd names).
+fn typed_etcd() -> Option<String> {
+    typed_value("etcd").or_else(|| typed_value("etcds"))
+}
+
+/// The member names of Etcd `name` in `ns`: those in its status and the pods of its StatefulSet (a failed
+/// member may be missing from either), else `NAME-0` … for each replica of its spec.
+async fn member_names(client: kube::Client, ns: &str, name: &str) -> Option<Vec<String>> {
+    let api: kube::Api<druidctl::api::Etcd> = kube::Api::namespaced(client.clone(), ns);
+    let etcd = api.get(name).await.ok()?;
+    let mut names: Vec<String> =
+        etcd.status.as_ref().map(|s| s.members.iter().map(|m| m.name.clone()).collect()).unwrap_or_default();
+    let is_member = |p: &str| {
+        p.strip_prefix(&format!("{name}-")).is_some_and(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, ns);
+    if let Ok(list) = pods.list_metadata(&Default::default()).await {
+        names.extend(list.items.into_iter().filter_map(|m| m.metadata.name).filter(|p| is_member(p)));
+    }
+    if names.is_empty() {
+        names = (0..etcd.spec.replicas.max(0)).map(|i| format!("{name}-{i}")).collect();
+    }
+    names.sort_by_key(|n| (n.len(), n.clone()));
+    names.dedup();
+    Some(names)
+}
+
+/// Completes a member (pod name, e.g. `etcd-main-2`) of the Etcd typed on the line, in the namespace of its
+/// `NAMESPACE/` prefix, else of `-n`, else of the context.
+pub fn members(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    let Some(etcd) = typed_etcd() else { return Vec::new() };
+    with_cluster(|cluster| async move {
+        let (ns, name) = match etcd.split_once('/') {
+            Some((ns, name)) => (ns.to_string(), name.to_string()),
+            None => (cluster.namespace.clone(), etcd),
+        };
+        let names = member_names(cluster.client, &ns, &name).await?;
+        Some(names.into_iter().filter(|n| n.starts_with(&current)).map(CompletionCandidate::new).collect())
+    })
+}
+
+/// Completes `playground break --member N`: the ordinals of the members of the playground's Etcd in the
+/// namespace of `--in` (default: the first), read through the playground's kubeconfig (`--dir`).
+pub fn playground_member_ordinals(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    let dir = super::playground::state_dir(typed_value("dir").map(Into::into));
+    let in_ns = typed_value("in_namespace");
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Vec::new() };
+    rt.block_on(async {
+        let work = async {
+            let cluster = druidctl::kube::connect(&druidctl::kube::AccessOptions {
+                kubeconfig: Some(dir.join("kubeconfig")),
+                request_timeout: Some(Duration::from_secs(2)),
+                ..Default::default()
+            })
+            .await
+            .ok()?;
+            let api: kube::Api<druidctl::api::Etcd> = kube::Api::all(cluster.client.clone());
+            let mut etcds: Vec<(String, String)> = api
+                .list_metadata(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|m| Some((m.metadata.namespace?, m.metadata.name?)))
+                .filter(|(ns, _)| in_ns.as_ref().is_none_or(|want| want == ns))
+                .collect();
+            etcds.sort();
+            let (ns, name) = etcds.into_iter().next()?;
+            let names = member_names(cluster.client, &ns, &name).await?;
+            let ordinals = names.into_iter().filter_map(|n| n.strip_prefix(&format!("{name}-")).map(str::to_string));
+            Some(ordinals.filter(|o| o.starts_with(&current)).map(CompletionCandidate::new).collect::<Vec<_>>())
+        };
+        tokio::time::timeout(Duration::from_secs(2), work).await.ok().flatten().unwrap_or_default()
+    })
+}
+
+/// Task names in the namespace of the line (`-n`, else the context's): EtcdOperatorTasks, and with `ops` also
+/// EtcdOpsTasks (where the command shows them) when the cluster serves that kind.
+fn task_names(current: &OsStr, ops: bool) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy().to_string();
+    with_cluster(|cluster| async move {
+        let api: kube::Api<druidctl::api::EtcdOperatorTask> =
+            kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
+        let mut names: Vec<String> = api
+            .list_metadata(&Default::default())
+            .await
+            .map(|l| l.items.into_iter().filter_map(|m| m.metadata.name).collect())
+            .unwrap_or_default();
+        if ops {
+            let api: kube::Api<druidctl::api::EtcdOpsTask> =
+                kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
+            if let Ok(l) = api.list_metadata(&Default::default()).await {
+                names.extend(l.items.into_iter().filter_map(|m| m.metadata.name));
+            }
+        }
+        names.sort();
+        names.dedup();
+        Some(names.into_iter().filter(|n| n.starts_with(&current)).map(CompletionCandidate::new).collect())
+    })
+}
+
+/// Completes EtcdOperatorTask names (`task describe|watch|delete`).
+pub fn operator_tasks(current: &OsStr) -> Vec<CompletionCandidate> {
+    task_names(current, false)
+}
+
+/// Completes EtcdOperatorTask and EtcdOpsTask names (`task get`, which shows both).
+pub fn all_tasks(current: &OsStr) -> Vec<CompletionCandidate> {
+    task_names(current, true)
 }
 
 /// Completes `-n`/`--namespace` with the namespaces of the cluster.

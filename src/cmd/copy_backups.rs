@@ -12,7 +12,7 @@ use super::task::{RunArgs, run_task, shortcut_waits};
 #[derive(Debug, Args)]
 pub struct CopyBackupsArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref)]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = clap_complete::engine::ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// Source store: PROVIDER:CONTAINER/PREFIX (e.g. S3:bucket/shoot--a/etcd-main).
     #[arg(long, value_name = "STORE")]

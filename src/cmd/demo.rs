@@ -1,7 +1,8 @@
 //! `demo`: a whole rehearsal of the worst day, end to end, on a throw-away playground with real etcd (simulated
-//! members without an etcd binary or with `--simulated-members`): write
-//! keys, take a full snapshot, write more, destroy a majority of the members (permanent quorum loss), run
-//! the quorum-loss-recovery runbook with `--yes`, check which keys survived, print a timeline, tear down.
+//! members without an etcd binary or with `--simulated-members`): write keys, take a full snapshot, write more,
+//! destroy a majority of the members (permanent quorum loss), run the quorum-loss-recovery runbook with `--yes`,
+//! check which keys survived, tear down, print a timeline. The plan is printed once, each step's result once
+//! (the runbook's own plan only with `--show-plan`), every line fits the terminal's width.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -31,16 +32,31 @@ pub struct DemoArgs {
     /// Run simulated etcd members even when an etcd binary is installed (without one they are simulated anyway).
     #[arg(long)]
     pub simulated_members: bool,
+    /// Also print the runbook's whole plan (every step with its kubectl equivalents) before it runs.
+    #[arg(long)]
+    pub show_plan: bool,
 }
 
-struct Timeline {
+/// What the demo prints: every line shortened to the terminal's width, steps timed.
+struct Out {
     started: Instant,
+    width: usize,
     entries: Vec<(String, Duration)>,
 }
 
-impl Timeline {
-    fn begin(&self, what: &str) -> Instant {
-        println!("[{:>6}] {what}", human_ms(self.started.elapsed().as_millis() as u64));
+/// Indent of the lines under a step.
+const UNDER: &str = "         ";
+
+impl Out {
+    fn say(&self, line: &str) {
+        println!("{}", druidctl::output::fit(line, self.width));
+    }
+    /// A result under the current step.
+    fn result(&self, line: &str) {
+        self.say(&format!("{UNDER}{line}"));
+    }
+    fn begin(&self, n: usize, what: &str) -> Instant {
+        self.say(&format!("[{:>6}] {n}. {what}", human_ms(self.started.elapsed().as_millis() as u64)));
         Instant::now()
     }
     fn end(&mut self, what: &str, since: Instant) {
@@ -56,9 +72,10 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
         &uuid::Uuid::new_v4().simple().to_string()[..6]
     ));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let mut out = Out { started: Instant::now(), width: druidctl::output::line_width(), entries: Vec::new() };
     let result = rt.block_on(async {
         let stop = CancellationToken::new();
-        let demo = demo(&dir, &args, stop.clone());
+        let demo = demo(&dir, &args, &mut out, stop.clone());
         tokio::select! {
             r = demo => r,
             _ = tokio::signal::ctrl_c() => {
@@ -71,19 +88,50 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
     drop(rt);
     if !args.keep {
         let _ = std::fs::remove_dir_all(&dir);
-    } else {
+    }
+    if result.is_err() && args.keep {
         println!("state kept in {}", dir.display());
+    }
+    if result.is_ok() {
+        out.result(&if args.keep {
+            format!("✓ stopped; logs, volumes and backups kept in {}", dir.display())
+        } else {
+            "✓ stopped; the playground's directory is deleted".to_string()
+        });
+        println!("\nTimeline:");
+        let width = out.entries.iter().map(|(w, _)| w.chars().count()).max().unwrap_or(10);
+        for (what, d) in &out.entries {
+            out.say(&format!("  {what:<width$}  {:>8}", human_ms(d.as_millis() as u64)));
+        }
+        out.say(&format!("  {:<width$}  {:>8}", "total", human_ms(out.started.elapsed().as_millis() as u64)));
     }
     result
 }
 
-async fn demo(dir: &PathBuf, args: &DemoArgs, stop: CancellationToken) -> anyhow::Result<()> {
-    let mut tl = Timeline { started: Instant::now(), entries: Vec::new() };
-    println!("druidctl demo: permanent quorum loss and its recovery, on a local playground\n");
+/// The demo's steps, printed once before they run.
+fn plan(args: &DemoArgs) -> Vec<String> {
+    vec![
+        "start a playground: API server, 3 etcd members, backups to a local bucket".into(),
+        format!("write {} keys (/demo/before/*), then take a full snapshot", args.keys_before),
+        format!("write {} more keys (/demo/after/*): they are in no backup", args.keys_after),
+        "destroy a majority: 2 of 3 members lose their process and data".into(),
+        "recover with the runbook: druidctl runbook quorum-loss-recovery --yes".into(),
+        "check on every member which keys survived".into(),
+        format!("tear down: stop every process{}", if args.keep { "" } else { ", delete the playground's directory" }),
+    ]
+}
 
-    let t = tl.begin(
-        "start the playground: embedded API server + 3 etcd members (etcd-druid, StatefulSet, sidecars simulated)",
-    );
+async fn demo(dir: &PathBuf, args: &DemoArgs, out: &mut Out, stop: CancellationToken) -> anyhow::Result<()> {
+    out.say("druidctl demo: permanent quorum loss and its recovery, on a local playground");
+    println!();
+    out.say("Plan:");
+    let steps = plan(args);
+    for (i, s) in steps.iter().enumerate() {
+        out.say(&format!("  {}. {s}", i + 1));
+    }
+    println!();
+
+    let t = out.begin(1, "start the playground");
     let mut opts = PlaygroundOptions::new(dir);
     // Delta snapshots only hourly here, so the full snapshot below is the last backup before the disaster.
     opts.delta_snapshot_period = "1h".into();
@@ -91,67 +139,88 @@ async fn demo(dir: &PathBuf, args: &DemoArgs, stop: CancellationToken) -> anyhow
         opts.landscape = Some(super::playground::simulated_members(dir));
     }
     let pg = super::playground::start(opts).await?;
-    println!("         etcd members: {}", pg.etcd_backend().describe());
-    let result = run_on(&pg, &mut tl, t, args, stop).await;
-    let t = tl.begin("tear down: stop every etcd process and the API server");
+    let result = run_on(&pg, out, t, args, stop).await;
+    let t = out.begin(7, "tear down");
     let down = pg.down().await;
-    tl.end("tear down", t);
+    out.end("tear down", t);
     down?;
-    result?;
-    println!("\nTimeline:");
-    let width = tl.entries.iter().map(|(w, _)| w.chars().count()).max().unwrap_or(10);
-    for (what, d) in &tl.entries {
-        println!("  {what:<width$}  {:>8}", human_ms(d.as_millis() as u64));
+    result
+}
+
+/// The answer of the backup sidecar's `/snapshot/full` as a sentence: what it holds and where it went.
+pub fn snapshot_sentence(answer: &str) -> Vec<String> {
+    let v: serde_json::Value = match serde_json::from_str(answer.trim()) {
+        Ok(v) => v,
+        Err(_) => return vec![format!("✓ full snapshot taken: {}", answer.trim())],
+    };
+    let kind = v["kind"].as_str().unwrap_or("Full").to_lowercase();
+    let mut lines = vec![match v["lastRevision"].as_i64() {
+        Some(rev) => format!("✓ {kind} snapshot taken, up to revision {rev}"),
+        None => format!("✓ {kind} snapshot taken"),
+    }];
+    if let Some(name) = v["snapName"].as_str() {
+        lines.push(format!("  stored in the backup bucket as {name}"));
     }
-    println!("  {:<width$}  {:>8}", "total", human_ms(tl.started.elapsed().as_millis() as u64));
-    Ok(())
+    lines
 }
 
 async fn run_on(
     pg: &Playground,
-    tl: &mut Timeline,
+    out: &mut Out,
     t: Instant,
     args: &DemoArgs,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     pg.wait_ready(Duration::from_secs(60)).await?;
-    tl.end("start the playground", t);
+    out.end("start the playground", t);
     let ns = pg.namespaces()[0].clone();
     let etcd = pg.etcd_name().to_string();
     let client = pg.etcd_client(&ns, 0).ok_or_else(|| anyhow::anyhow!("member 0 does not run"))?;
-    println!("         etcd {ns}/{etcd} is Ready with 3 members ({})", pg.export_line());
+    out.result(&format!("✓ etcd {ns}/{etcd} is Ready with 3 members"));
+    match pg.etcd_backend() {
+        landscape::etcd::EtcdBackend::Real(b) => {
+            out.result(&format!("  etcd members: real etcd processes ({})", b.etcd.display()))
+        }
+        landscape::etcd::EtcdBackend::Simulated { reason } => {
+            out.result("  etcd members: simulated etcd members, not real etcd");
+            out.result(&format!("  ({reason})"));
+        }
+    }
 
-    let t = tl.begin(&format!("write {} keys /demo/before/*", args.keys_before));
+    let t = out.begin(2, &format!("write {} keys, then take a full snapshot", args.keys_before));
     for i in 0..args.keys_before {
         client.put(format!("/demo/before/{i:03}"), format!("value-{i}")).await?;
     }
-    tl.end("write keys before the snapshot", t);
-
-    let t = tl.begin("take a full snapshot through the backup sidecar (service proxy /snapshot/full)");
     let req = http::Request::get(format!("/api/v1/namespaces/{ns}/services/{etcd}-client:8080/proxy/snapshot/full"))
         .body(Vec::new())?;
     let answer = pg.client().request_text(req).await.map_err(|e| anyhow::anyhow!("full snapshot: {e}"))?;
-    tl.end("full snapshot", t);
-    println!("         snapshot: {}", answer.trim().chars().take(160).collect::<String>());
+    out.end("write keys, full snapshot", t);
+    for l in snapshot_sentence(&answer) {
+        out.result(&l);
+    }
 
-    let t = tl.begin(&format!("write {} more keys /demo/after/* (in no backup)", args.keys_after));
+    let t = out.begin(3, &format!("write {} more keys, in no backup", args.keys_after));
     for i in 0..args.keys_after {
         client.put(format!("/demo/after/{i:03}"), format!("value-{i}")).await?;
     }
-    tl.end("write keys after the snapshot", t);
+    out.end("write keys after the snapshot", t);
+    out.result(&format!("✓ {} keys written after the snapshot", args.keys_after));
 
-    let t = tl.begin("destroy a majority: 2 of 3 members lose process and data (permanent quorum loss)");
-    let what = pg.break_(BreakKind::QuorumLost, &BreakTarget::default()).await?;
+    let t = out.begin(4, "destroy a majority of the members");
+    pg.break_(BreakKind::QuorumLost, &BreakTarget::default()).await?;
     pg.wait_ready_reason(&ns, "QuorumLost", Duration::from_secs(30)).await?;
-    tl.end("destroy a majority", t);
-    println!("         {what}; etcd Ready=False (QuorumLost)");
+    out.end("destroy a majority", t);
+    out.result("✓ 2 of 3 members lost their process and data: quorum is lost");
+    out.result("  etcd-druid reports Ready=False (QuorumLost)");
 
-    let t = tl.begin(&format!("druidctl runbook quorum-loss-recovery -n {ns} {etcd} --yes"));
+    let t = out.begin(5, "recover: druidctl runbook quorum-loss-recovery --yes");
     let mut o = RunOptions::new(&ns, &etcd);
     o.yes = true;
     o.resume_command = format!("druidctl runbook quorum-loss-recovery -n {ns} {etcd} --resume --yes");
     let mut op = CliOperator::new(druidctl::output::OutputFormat::Table, false);
-    op.indent = "         ";
+    op.indent = UNDER;
+    op.compact = true;
+    op.show_plan = args.show_plan;
     let outcome = druidctl::runbook::run(&pg.client(), &QUORUM_LOSS_RECOVERY, &o, &op, stop).await;
     op.finish();
     let summary = match outcome {
@@ -159,12 +228,14 @@ async fn run_on(
         Ok(_) => anyhow::bail!("the recovery was interrupted"),
         Err(e) => return Err(super::runbook::to_cli_error(e)),
     };
-    tl.end("quorum-loss recovery (runbook)", t);
-    for s in &summary.steps {
-        tl.entries.push((format!("  {}", s.name), Duration::from_millis(s.duration_ms)));
-    }
+    out.end("recover (runbook)", t);
+    out.result(&format!(
+        "✓ recovered in {} ({} of it waiting for etcd, pods and druid)",
+        human_ms(summary.total_ms),
+        human_ms(summary.waited_ms),
+    ));
 
-    let t = tl.begin("check the keys on every member");
+    let t = out.begin(6, "check the keys on every member");
     let mut survived = 0;
     let mut lost = 0;
     for m in 0..3 {
@@ -182,17 +253,8 @@ async fn run_on(
         );
         anyhow::ensure!(after == 0, "member {m} still has {after} keys written after the snapshot");
     }
-    tl.end("check the keys", t);
-    println!("         survived: {survived}/{} keys written before the snapshot (/demo/before/*)", args.keys_before);
-    println!(
-        "         lost:     {lost}/{} keys written after the snapshot (/demo/after/*), as expected",
-        args.keys_after
-    );
-    println!(
-        "         runbook: {} total, {} waiting for etcd/pods/druid, {} runbook overhead",
-        human_ms(summary.total_ms),
-        human_ms(summary.waited_ms),
-        human_ms(summary.overhead_ms)
-    );
+    out.end("check the keys", t);
+    out.result(&format!("✓ survived: {survived}/{} keys written before the snapshot", args.keys_before));
+    out.result(&format!("  lost:     {lost}/{} keys written after it, as expected", args.keys_after));
     Ok(())
 }

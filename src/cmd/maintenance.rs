@@ -11,7 +11,7 @@ use super::task::{RunArgs, run_task, shortcut_waits};
 #[derive(Debug, Args)]
 pub struct MaintenanceArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref)]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = clap_complete::engine::ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// Compact the etcd keyspace up to the current revision.
     #[arg(long)]

@@ -92,7 +92,7 @@ pub struct BreakArgs {
     #[arg(value_name = "KIND", add = clap_complete::engine::ArgValueCompleter::new(super::completion::break_kinds))]
     pub kind: String,
     /// Member ordinals to hit (default: the highest one, or a majority for quorum-lost).
-    #[arg(long = "member", value_name = "N", value_parser = clap::value_parser!(u32).range(0..=6))]
+    #[arg(long = "member", value_name = "N", value_parser = clap::value_parser!(u32).range(0..=6), add = clap_complete::engine::ArgValueCompleter::new(super::completion::playground_member_ordinals))]
     pub members: Vec<u32>,
     /// Namespace of the Etcd (default: the first).
     #[arg(long = "in", value_name = "NAMESPACE", value_parser = super::parse_namespace)]

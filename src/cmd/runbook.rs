@@ -97,7 +97,7 @@ pub struct MemberRestoreArgs {
     #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// The failed member (pod name), e.g. etcd-main-2.
-    #[arg(value_name = "MEMBER", value_parser = super::parse_object_name)]
+    #[arg(value_name = "MEMBER", value_parser = super::parse_object_name, add = ArgValueCompleter::new(super::completion::members))]
     pub member: String,
     /// Runbook flags.
     #[command(flatten)]
@@ -490,8 +490,18 @@ pub struct CliOperator {
     color: bool,
     bar: Mutex<Option<ProgressBar>>,
     interactive_stderr: bool,
+    /// Columns a line may use ([`druidctl::output::line_width`]): plan descriptions wrap to it, progress and
+    /// waiting lines are shortened to it (`-o jsonl` has every word).
+    width: usize,
+    /// The step running (`[i/n] name`), for the progress line.
+    current: Mutex<String>,
     /// Indent of human lines (the demo nests the runbook under its own timeline).
     pub indent: &'static str,
+    /// The demo's nested run: the plan as one line unless `show_plan`, no summary table (the demo prints its
+    /// own), and every line shortened to the width.
+    pub compact: bool,
+    /// With `compact`, print the whole plan anyway (`demo --show-plan`).
+    pub show_plan: bool,
 }
 
 impl CliOperator {
@@ -502,12 +512,20 @@ impl CliOperator {
             color,
             bar: Mutex::new(None),
             interactive_stderr: std::io::stderr().is_terminal(),
+            width: druidctl::output::line_width(),
+            current: Mutex::new(String::new()),
             indent: "",
+            compact: false,
+            show_plan: false,
         }
     }
 
     fn line(&self, text: &str) {
-        let out = format!("{}{text}\n", self.indent);
+        let mut out = format!("{}{text}", self.indent);
+        if self.compact {
+            out = druidctl::output::fit(&out, self.width);
+        }
+        out.push('\n');
         match self.bar.lock().expect("bar").as_ref() {
             Some(pb) => pb.suspend(|| {
                 let _ = std::io::stdout().write_all(out.as_bytes());
@@ -517,6 +535,40 @@ impl CliOperator {
             }
         }
         let _ = std::io::stdout().flush();
+    }
+
+    /// `text` wrapped to the width after `first` (the first line) and `rest` (the following ones).
+    fn wrapped(&self, first: &str, rest: &str, text: &str) {
+        let room =
+            |prefix: &str| self.width.saturating_sub(self.indent.chars().count() + prefix.chars().count()).max(30);
+        for (i, l) in druidctl::output::wrap_hanging(text, room(first), room(rest)).iter().enumerate() {
+            self.line(&format!("{}{l}", if i == 0 { first } else { rest }));
+        }
+    }
+
+    /// A progress line, shortened to the width: on the spinner at a terminal, else printed.
+    fn progress(&self, text: &str) {
+        match self.bar.lock().expect("bar").as_ref() {
+            // The spinner's template adds `⠋ ` before and ` (12s)` after the message.
+            Some(pb) => pb.set_message(druidctl::output::fit(text, self.width.saturating_sub(10))),
+            None => {
+                let room = self.width.saturating_sub(self.indent.chars().count());
+                let out = format!("{}{}\n", self.indent, druidctl::output::fit(text, room));
+                let _ = std::io::stdout().write_all(out.as_bytes());
+                let _ = std::io::stdout().flush();
+            }
+        }
+    }
+
+    /// What a step waits for (or a transient error it retries after), in plain words: `waiting: …` under the
+    /// step, or on the spinner after the step's label.
+    fn waiting(&self, what: &str) {
+        if self.bar.lock().expect("bar").is_some() {
+            let label = self.current.lock().expect("current").clone();
+            self.progress(&format!("{label} — waiting: {what}"));
+        } else {
+            self.progress(&format!("  waiting: {what}"));
+        }
     }
 
     fn bold(&self, s: &str) -> String {
@@ -575,15 +627,24 @@ impl Operator for CliOperator {
                     Some(t) => format!("Runbook {runbook} for etcd {namespace}/{etcd} — continuing task {t}"),
                     None => format!("Runbook {runbook} for etcd {namespace}/{etcd}"),
                 };
-                self.line(&self.bold(&head));
-                if let Some(b) = backup {
+                let age = backup.as_ref().map(|b| {
                     let age = b
                         .age_seconds
                         .map(|a| format!("{} old", druidctl::output::age::human(a)))
                         .unwrap_or_else(|| "none found".into());
-                    self.line(&format!("Newest full snapshot: {age}{}", if b.stale { " (STALE)" } else { "" }));
+                    format!("{age}{}", if b.stale { " (STALE)" } else { "" })
+                });
+                if self.compact && !self.show_plan {
+                    // Said once by the demo; the whole plan with `demo --show-plan`.
+                    let snap = age.map(|a| format!("; newest full snapshot {a}")).unwrap_or_default();
+                    self.line(&format!("{} steps (--show-plan lists them){snap}", steps.len()));
+                    return;
                 }
-                self.line(&format!("What can be lost: {data_loss}"));
+                self.line(&self.bold(&head));
+                if let Some(age) = age {
+                    self.line(&format!("Newest full snapshot: {age}"));
+                }
+                self.wrapped("What can be lost: ", "  ", data_loss);
                 for s in steps {
                     let mark = if s.done {
                         "done "
@@ -593,46 +654,49 @@ impl Operator for CliOperator {
                         ""
                     };
                     let mark = if s.destructive && !s.done { self.red(mark) } else { mark.to_string() };
-                    self.line(&format!("{:>3}. {mark}{} — {}", s.index, s.name, s.description));
+                    // Descriptions wrap to the width; the kubectl equivalents stay whole, to be pasted as they are.
+                    let first = format!("{:>3}. ", s.index);
+                    let text = format!("{mark}{} — {}", s.name, s.description);
+                    self.wrapped(&first, "     ", &text);
                     for k in &s.kubectl {
                         self.line(&format!("       $ {k}"));
                     }
                 }
             }
             Event::Warning { message } => self.line(&format!("warning: {message}")),
+            Event::Task { name, created } if self.compact => {
+                self.line(&format!("{} task {name}", if *created { "created" } else { "continuing" }))
+            }
             Event::Task { name, created } => self.line(&format!(
                 "{} task {name} (journal: its status and annotations)",
                 if *created { "Created" } else { "Continuing" }
             )),
-            Event::WaitingForLease { holder, expires_in_ms } => self.line(&format!(
-                "waiting for the previous executor {holder} (its lease expires in {})",
+            Event::WaitingForLease { holder, expires_in_ms } => self.progress(&format!(
+                "waiting: the previous executor {holder} still holds the run (its lease expires in {})",
                 human_ms(*expires_in_ms)
             )),
             Event::StepStarted { index, total, name, destructive, .. } => {
                 let label = format!("[{index}/{total}] {name}{}", if *destructive { " (destructive)" } else { "" });
+                *self.current.lock().expect("current") = label.clone();
                 if self.interactive_stderr && !self.jsonl {
                     let pb = ProgressBar::new_spinner();
                     pb.set_style(
                         ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
                             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                     );
-                    pb.set_message(label);
+                    pb.set_message(druidctl::output::fit(&label, self.width.saturating_sub(10)));
                     pb.enable_steady_tick(Duration::from_millis(120));
                     *self.bar.lock().expect("bar") = Some(pb);
                 } else {
                     self.line(&format!("→ {label}"));
                 }
             }
-            Event::StepWaiting { name, reason } => {
-                if let Some(pb) = self.bar.lock().expect("bar").as_ref() {
-                    pb.set_message(format!("{name}: {reason}"));
-                } else {
-                    self.line(&format!("  … {name}: {reason}"));
-                }
-            }
-            Event::StepRetry { name, error, retry_in_ms } => {
-                self.line(&format!("  ! {name}: {error}; retrying in {}", human_ms(*retry_in_ms)))
-            }
+            Event::StepWaiting { reason, .. } => self.waiting(&druidctl::runbook::plain::plain_reason(reason)),
+            Event::StepRetry { error, retry_in_ms, .. } => self.waiting(&format!(
+                "{} (trying again in {})",
+                druidctl::runbook::plain::plain_reason(error),
+                human_ms(*retry_in_ms)
+            )),
             Event::StepFinished { name, how, duration_ms, .. } => {
                 self.finish();
                 self.line(&format!("✓ {name}: {how} in {}", human_ms(*duration_ms)));
@@ -647,6 +711,7 @@ impl Operator for CliOperator {
                 self.line(&format!("stopped before {next_step}"));
             }
             Event::Verdict { reason, .. } => self.line(reason),
+            Event::Finished { .. } if self.compact => self.finish(),
             Event::Finished { summary } => {
                 self.finish();
                 for l in Self::summary_lines(summary) {

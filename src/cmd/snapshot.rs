@@ -60,7 +60,7 @@ pub struct SnapshotArgs {
     #[arg(value_enum)]
     pub kind: Kind,
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref)]
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = clap_complete::engine::ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// Do not wait for the task even on a terminal.
     #[arg(long, conflicts_with_all = ["wait", "local"])]
@@ -114,6 +114,5 @@ pub async fn exec(ctx: &mut Context, args: SnapshotArgs) -> anyhow::Result<()> {
         }
     }
     let config = format!("type: {kind}\n");
-    run_task(ctx, types::ON_DEMAND_SNAPSHOT, &args.etcd, Some(config.into()), &shortcut_waits(&args.run, args.no_wait))
-        .await
+    run_task(ctx, types::ON_DEMAND_SNAPSHOT, &args.etcd, Some(config), &shortcut_waits(&args.run, args.no_wait)).await
 }

@@ -71,7 +71,7 @@ pub struct CreateArgs {
     #[arg(value_name = "TYPE")]
     pub type_: String,
     /// The Etcd: NAME or NAMESPACE/NAME.
-    #[arg(long, value_name = "ETCD", value_parser = super::parse_etcd_ref)]
+    #[arg(long, value_name = "ETCD", value_parser = super::parse_etcd_ref, add = clap_complete::engine::ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
     /// The task config (YAML) from FILE, or `-` for stdin.
     #[arg(long, value_name = "FILE|-")]
@@ -85,7 +85,7 @@ pub struct CreateArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only tasks of this Etcd.
-    #[arg(long, value_name = "ETCD", value_parser = super::parse_etcd_ref)]
+    #[arg(long, value_name = "ETCD", value_parser = super::parse_etcd_ref, add = clap_complete::engine::ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: Option<String>,
 }
 
@@ -93,7 +93,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// Task names.
-    #[arg(value_name = "TASK", required = true, value_parser = super::parse_object_name)]
+    #[arg(value_name = "TASK", required = true, value_parser = super::parse_object_name, add = clap_complete::engine::ArgValueCompleter::new(super::completion::all_tasks))]
     pub names: Vec<String>,
 }
 
@@ -101,7 +101,7 @@ pub struct GetArgs {
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
     /// Task name.
-    #[arg(value_name = "TASK", value_parser = super::parse_object_name)]
+    #[arg(value_name = "TASK", value_parser = super::parse_object_name, add = clap_complete::engine::ArgValueCompleter::new(super::completion::operator_tasks))]
     pub name: String,
 }
 
@@ -109,7 +109,7 @@ pub struct DescribeArgs {
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Task name (default: every task in the namespace, with -A in every namespace, until Ctrl-C).
-    #[arg(value_name = "TASK", value_parser = super::parse_object_name)]
+    #[arg(value_name = "TASK", value_parser = super::parse_object_name, add = clap_complete::engine::ArgValueCompleter::new(super::completion::operator_tasks))]
     pub name: Option<String>,
     /// How long to watch a named task (1s to 7 days).
     #[arg(long, value_name = "DURATION", value_parser = super::duration_in(1000, super::WEEK))]
@@ -120,7 +120,7 @@ pub struct WatchArgs {
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
     /// Task names.
-    #[arg(value_name = "TASK", required = true, value_parser = super::parse_object_name)]
+    #[arg(value_name = "TASK", required = true, value_parser = super::parse_object_name, add = clap_complete::engine::ArgValueCompleter::new(super::completion::operator_tasks))]
     pub names: Vec<String>,
 }
 

@@ -257,9 +257,9 @@ fn human(d: Duration) -> String {
     let s = d.as_secs();
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
-    } else if s % 3600 == 0 {
+    } else if s.is_multiple_of(3600) {
         format!("{}h", s / 3600)
-    } else if s % 60 == 0 {
+    } else if s.is_multiple_of(60) {
         format!("{}m", s / 60)
     } else {
         format!("{s}s")

@@ -110,7 +110,8 @@ pub fn resolve(
         return err("--all-namespaces and --namespace contradict each other; use one of them".into());
     }
     if !args.names.is_empty() {
-        if args.all_namespaces {
+        // `-A NAMESPACE/NAME` is what completion offers with -A: the name says its namespace, so -A adds nothing.
+        if args.all_namespaces && args.names.iter().any(|n| !n.contains('/')) {
             return err(format!("--all-namespaces cannot be combined with {kind} names; write NAMESPACE/NAME instead"));
         }
         if args.selector.is_some() {
@@ -332,6 +333,20 @@ mod tests {
             assert!(resolve(&a, "ctx", WhenUnnamed::ListAll, "etcd").is_err(), "{a:?}");
         }
         assert!(resolve(&args(&["ns1/a"], Some("ns1"), false, None), "ctx", WhenUnnamed::ListAll, "etcd").is_ok());
+        // -A with a bare name among qualified ones is still refused.
+        assert!(resolve(&args(&["ns1/a", "b"], None, true, None), "ctx", WhenUnnamed::ListAll, "etcd").is_err());
+    }
+
+    #[test]
+    fn all_namespaces_accepts_qualified_names() {
+        let t = resolve(&args(&["ns1/a", "ns2/b"], None, true, None), "ctx", WhenUnnamed::ListAll, "etcd").unwrap();
+        assert_eq!(
+            t,
+            Targets::Named(vec![
+                ObjectKey { namespace: "ns1".into(), name: "a".into() },
+                ObjectKey { namespace: "ns2".into(), name: "b".into() }
+            ])
+        );
     }
 
     #[test]

@@ -31,6 +31,59 @@ pub fn terminal_width() -> usize {
     std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|w| *w >= 40).unwrap_or(120)
 }
 
+/// Columns a progress line may use: `COLUMNS` when set to a number, else the width of the terminal on stderr
+/// (or stdout), else 120.
+pub fn line_width() -> usize {
+    if let Some(w) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|w| *w >= 20) {
+        return w;
+    }
+    for fd in [2, 1] {
+        // SAFETY: TIOCGWINSZ only fills the winsize struct passed to it.
+        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+        if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col >= 20 {
+            return ws.ws_col as usize;
+        }
+    }
+    120
+}
+
+/// `s` shortened to at most `width` characters, ending in `…` when something was cut.
+pub fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.truncate(out.trim_end().len());
+    out.push('…');
+    out
+}
+
+/// `text` broken into lines of at most `width` characters at spaces (a word longer than `width` stays whole).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    wrap_hanging(text, width, width)
+}
+
+/// Like [`wrap`], with the first line `first` characters wide and the following ones `rest` (the first line
+/// follows a label, the others a hanging indent).
+pub fn wrap_hanging(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let width = if lines.is_empty() { first } else { rest };
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// `-o/--output`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -178,5 +231,17 @@ mod tests {
         assert!(use_color(ColorChoice::Auto, Some(""), true), "empty NO_COLOR is unset");
         assert!(use_color(ColorChoice::Always, Some("1"), false), "explicit flag wins");
         assert!(!use_color(ColorChoice::Never, None, true));
+    }
+
+    #[test]
+    fn fit_cuts_with_an_ellipsis_and_wrap_breaks_at_spaces() {
+        assert_eq!(fit("short", 10), "short");
+        assert_eq!(fit("waiting: pod etcd-main-2 is not ready", 20), "waiting: pod etcd-m…");
+        assert_eq!(fit("a b c d e f", 4), "a b…");
+        assert_eq!(fit("a b c d e f", 4).chars().count(), 4);
+        assert_eq!(wrap("one two three four", 9), ["one two", "three", "four"]);
+        assert_eq!(wrap("averyveryverylongword x", 5), ["averyveryverylongword", "x"]);
+        assert_eq!(wrap("", 5), [""]);
+        assert_eq!(wrap_hanging("one two three four", 3, 9), ["one", "two three", "four"]);
     }
 }

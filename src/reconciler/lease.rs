@@ -35,8 +35,11 @@ pub struct LeaseLock {
     owner: Option<OwnerReference>,
     last: Arc<Mutex<Option<Lease>>>,
     /// Holders whose unexpired lease may be taken over anyway (e.g. a process on this host that is gone).
-    takeover: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
+    takeover: Option<Takeover>,
 }
+
+/// Whether an unexpired lease of this holder may be taken over.
+type Takeover = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 fn now() -> MicroTime {
     MicroTime(jiff::Timestamp::now())

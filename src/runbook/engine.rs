@@ -1162,12 +1162,14 @@ async fn run_step(
     // Destructive steps were approved with the whole plan before the first write.
     let _ = (etcd, &prompt_time, o);
     attempt = 0;
-    while !already {
-        match step.act(cx).await {
-            Ok(()) => break,
-            Err(e) => {
-                attempt += 1;
-                tokio::time::sleep(retry(attempt, e)?).await;
+    if !already {
+        loop {
+            match step.act(cx).await {
+                Ok(()) => break,
+                Err(e) => {
+                    attempt += 1;
+                    tokio::time::sleep(retry(attempt, e)?).await;
+                }
             }
         }
     }

@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod docs;
 pub mod engine;
 pub mod guard;
+pub mod plain;
 pub mod rbac;
 
 pub use catalog::{Runbook, RunbookId};

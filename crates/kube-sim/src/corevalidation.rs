@@ -198,10 +198,8 @@ pub fn validate(group: &str, plural: &str, ns: &str, obj: &Value) -> Vec<Cause> 
                 pod_spec(spec, "spec", &mut out);
             }
         }
-        ("", "persistentvolumeclaims") => {
-            if obj.pointer("/spec/resources/requests/storage").is_none() {
-                out.push(("FieldValueRequired".into(), "spec.resources[storage]".into(), "Required value".into()));
-            }
+        ("", "persistentvolumeclaims") if obj.pointer("/spec/resources/requests/storage").is_none() => {
+            out.push(("FieldValueRequired".into(), "spec.resources[storage]".into(), "Required value".into()));
         }
         ("", "services") => {
             let t = obj.pointer("/spec/type").and_then(|t| t.as_str()).unwrap_or("ClusterIP");
@@ -245,24 +243,6 @@ fn pod_spec(spec: &Value, path: &str, out: &mut Vec<Cause>) {
             format!("{path}.restartPolicy"),
             format!("Unsupported value: \"{rp}\": supported values: \"Always\", \"OnFailure\", \"Never\""),
         ));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn micro_time_errors_read_like_go() {
-        assert_eq!(micro_time_error("2024-01-01T00:00:01.000000Z"), None);
-        assert_eq!(
-            micro_time_error("2024-01-01T00:00:01Z").unwrap(),
-            "parsing time \"2024-01-01T00:00:01Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"Z\" as \".000000\""
-        );
-        assert_eq!(
-            micro_time_error("yesterday").unwrap(),
-            "parsing time \"yesterday\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"yesterday\" as \"2006\""
-        );
     }
 }
 
@@ -327,4 +307,22 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let _ = Walk { path: String::new(), out: &mut out }.deserialize(&mut de);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_time_errors_read_like_go() {
+        assert_eq!(micro_time_error("2024-01-01T00:00:01.000000Z"), None);
+        assert_eq!(
+            micro_time_error("2024-01-01T00:00:01Z").unwrap(),
+            "parsing time \"2024-01-01T00:00:01Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"Z\" as \".000000\""
+        );
+        assert_eq!(
+            micro_time_error("yesterday").unwrap(),
+            "parsing time \"yesterday\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"yesterday\" as \"2006\""
+        );
+    }
 }

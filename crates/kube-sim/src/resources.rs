@@ -318,10 +318,10 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
     // Template ObjectMetas are non-pointer structs: always serialised, `{}` when empty.
     if let Some(p) = template_spec {
         let meta_ptr = p.trim_end_matches("/spec").to_string() + "/metadata";
-        if obj.pointer(p.trim_end_matches("/spec")).is_some() && obj.pointer(&meta_ptr).is_none() {
-            if let Some(t) = obj.pointer_mut(p.trim_end_matches("/spec")).and_then(|t| t.as_object_mut()) {
-                t.insert("metadata".into(), serde_json::json!({}));
-            }
+        if obj.pointer(&meta_ptr).is_none()
+            && let Some(t) = obj.pointer_mut(p.trim_end_matches("/spec")).and_then(|t| t.as_object_mut())
+        {
+            t.insert("metadata".into(), serde_json::json!({}));
         }
         if plural == "cronjobs"
             && let Some(jt) = obj.pointer_mut("/spec/jobTemplate").and_then(|t| t.as_object_mut())

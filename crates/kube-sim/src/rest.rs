@@ -501,23 +501,21 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                 );
             }
         }
-        ("batch", "jobs") => {
-            // ValidateJobSpecUpdate (pkg/apis/batch/validation/validation.go): the template is immutable
-            // (except while suspended, not modelled) and so are selector and completionMode.
-            if cur.pointer("/spec/template") != new.pointer("/spec/template") {
-                let suspended = cur.pointer("/spec/suspend").and_then(|s| s.as_bool()) == Some(true);
-                if !suspended {
-                    return Err(ApiError::invalid(
-                        &ctx.rt.kind,
-                        &ctx.rt.group,
-                        name,
-                        &[(
-                            "FieldValueInvalid".into(),
-                            "spec.template".into(),
-                            format!("Invalid value: {}: field is immutable", go_struct_placeholder()),
-                        )],
-                    ));
-                }
+        // ValidateJobSpecUpdate (pkg/apis/batch/validation/validation.go): the template is immutable (except
+        // while suspended, not modelled) and so are selector and completionMode.
+        ("batch", "jobs") if cur.pointer("/spec/template") != new.pointer("/spec/template") => {
+            let suspended = cur.pointer("/spec/suspend").and_then(|s| s.as_bool()) == Some(true);
+            if !suspended {
+                return Err(ApiError::invalid(
+                    &ctx.rt.kind,
+                    &ctx.rt.group,
+                    name,
+                    &[(
+                        "FieldValueInvalid".into(),
+                        "spec.template".into(),
+                        format!("Invalid value: {}: field is immutable", go_struct_placeholder()),
+                    )],
+                ));
             }
         }
         ("", "secrets") if cur.get("type") != new.get("type") => {

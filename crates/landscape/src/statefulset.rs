@@ -604,6 +604,14 @@ async fn post_pod_status(ctx: &Ctx, ns: &str, pod: &str, view: &PodView) -> Resu
         .map(|_| ())
 }
 
+/// A Node the scheduler would place a pod on: its kubelet reports the `Ready` condition `True`
+/// (`k8s.io/api/core/v1` NodeReady; kube-scheduler's `nodeunschedulable`/taint plugins act on the
+/// not-ready taint the node lifecycle controller derives from it).
+fn node_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -645,12 +653,4 @@ mod tests {
         assert_eq!(ordinal("etcd-main-client", "etcd-main"), None);
         assert_eq!(ordinal("etcd-events-0", "etcd-main"), None);
     }
-}
-
-/// A Node the scheduler would place a pod on: its kubelet reports the `Ready` condition `True`
-/// (`k8s.io/api/core/v1` NodeReady; kube-scheduler's `nodeunschedulable`/taint plugins act on the
-/// not-ready taint the node lifecycle controller derives from it).
-fn node_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
-    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
-    conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
 }
