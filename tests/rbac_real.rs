@@ -32,7 +32,7 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube_sim::{ApiServer, RequestRecord};
 use serde_json::{Value, json};
-use tasks_support::{ETCD, NS, Sidecar, landscape, real_member_etcd};
+use tasks_support::{ETCD, NS, Reach, Sidecar, landscape, real_member_etcd};
 use tokio_util::sync::CancellationToken;
 
 const SERVE_NS: &str = "druidctl-system";
@@ -200,7 +200,7 @@ async fn record_serve() -> BTreeSet<Call> {
     let server = landscape().await;
     Sidecar::default().start(&server).await;
     // Compaction and defragmentation talk to etcd itself: a real member behind the pods' client URL.
-    let member_etcd = real_member_etcd(&server, "serve runs an OnDemandMaintenanceTask").await;
+    let member_etcd = real_member_etcd(&server, "serve runs an OnDemandMaintenanceTask", Reach::Annotation).await;
     let user = sa_user(SERVE_NS, SERVE_NAME);
     ship_to_embedded(&server, &user, &sa_groups(SERVE_NS)).await;
     let admin = server.client();

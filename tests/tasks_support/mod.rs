@@ -161,12 +161,14 @@ pub async fn lose_quorum(client: &Client) {
 /// seed's members do: a CA, a server certificate for `<etcd>-client.<ns>.svc` signed by it and a client key
 /// pair, in the secrets the Etcd's `spec.etcd.clientUrlTls` then names (`ca-etcd` with `bundle.crt` as its
 /// `dataKey`, as Gardener sets it; `etcd-server`; `etcd-client`). Every member pod of the fake landscape gets
-/// the playground's TLS client-URL annotation pointing at it, so compaction and defragmentation go through
-/// etcd's own API over verified TLS. `None` (skipped) without the binary, unless `DRUIDCTL_REQUIRE_ETCD=1`,
-/// which fails instead. Keep the returned values alive while the member is used.
+/// the playground's TLS client-URL annotation pointing at it (`reach` [`Reach::Annotation`]), or the server
+/// forwards the pods' port 2379 to it (`pods/portforward`, [`Reach::PortForward`]), so compaction and
+/// defragmentation go through etcd's own API over verified TLS. `None` (skipped) without the binary, unless
+/// `DRUIDCTL_REQUIRE_ETCD=1`, which fails instead. Keep the returned values alive while the member is used.
 pub async fn real_member_etcd(
     server: &ApiServer,
     test: &str,
+    reach: Reach,
 ) -> Option<(landscape::etcd::MemberProcess, tempfile::TempDir)> {
     use druidctl::api::names::CLIENT_TLS_URL_ANNOTATION;
     use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -213,8 +215,24 @@ pub async fn real_member_etcd(
     etcds.patch(ETCD, &PatchParams::default(), &Patch::Merge(&tls)).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(server.client(), NS);
     for i in 0..3 {
-        let patch = json!({"metadata": {"annotations": {CLIENT_TLS_URL_ANNOTATION: format!("https://127.0.0.1:{port}")}}});
-        pods.patch(&format!("{ETCD}-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        let pod = format!("{ETCD}-{i}");
+        match reach {
+            Reach::Annotation => {
+                let url = format!("https://127.0.0.1:{port}");
+                let patch = json!({"metadata": {"annotations": {CLIENT_TLS_URL_ANNOTATION: url}}});
+                pods.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+            }
+            Reach::PortForward => server.register_pod_backend(NS, &pod, 2379, SocketAddr::from(([127, 0, 0, 1], port))),
+        }
     }
     Some((member, dir))
+}
+
+/// How druidctl finds the member etcd of [`real_member_etcd`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// The pods carry the playground's client-URL annotation.
+    Annotation,
+    /// Only through the API server's `pods/portforward`.
+    PortForward,
 }

@@ -117,6 +117,7 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         let (kind, verbs) = match s.as_str() {
             "log" => ("Pod", json!(["get"])),
             "eviction" => ("Eviction", json!(["create"])),
+            "portforward" => ("PodPortForwardOptions", json!(["create", "get"])),
             "proxy" => (
                 if t.plural == "pods" { "PodProxyOptions" } else { "ServiceProxyOptions" },
                 json!(["create", "delete", "get", "patch", "update"]),

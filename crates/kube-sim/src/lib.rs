@@ -22,6 +22,7 @@ mod discovery;
 mod events;
 mod faults;
 mod gc;
+mod portforward;
 mod protobuf;
 mod proxy;
 mod rbac;

@@ -1882,6 +1882,12 @@ pub async fn handle_resource(
     if sub == Some("proxy") {
         return super::proxy::forward(server, req, info).await;
     }
+    if sub == Some("portforward") {
+        if verb != "get" && verb != "create" {
+            return error_response(&ApiError::method_not_allowed());
+        }
+        return super::portforward::handle(server, req, info, user);
+    }
     if sub == Some("eviction") {
         if verb != "create" {
             return error_response(&ApiError::method_not_allowed());

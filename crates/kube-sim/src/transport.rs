@@ -134,6 +134,9 @@ pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<
                     let server = svc_server.clone();
                     async move {
                         let user = authenticate(&server, &mut req);
+                        // Upgrades (pods/portforward): hyper hands the upgraded connection over once the
+                        // 101 answer is sent.
+                        let on_upgrade = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>();
                         let (parts, body) = req.into_parts();
                         let bytes: Bytes = match collect_body(body).await {
                             Ok(b) => b,
@@ -141,10 +144,23 @@ pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<
                                 return Ok::<_, Infallible>(error_response(&ApiError::bad_request(e)));
                             }
                         };
-                        Ok(super::router::handle(server, Request::from_parts(parts, bytes), user).await)
+                        let mut resp = super::router::handle(server, Request::from_parts(parts, bytes), user).await;
+                        if resp.status() == 101 {
+                            if let (Some(targets), Some(on_upgrade)) =
+                                (resp.extensions_mut().remove::<super::portforward::Targets>(), on_upgrade)
+                            {
+                                tokio::spawn(async move {
+                                    if let Ok(upgraded) = on_upgrade.await {
+                                        super::portforward::bridge(upgraded, targets).await;
+                                    }
+                                });
+                            }
+                        }
+                        Ok(resp)
                     }
                 });
-                let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+                let conn =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).with_upgrades();
                 tokio::select! {
                     _ = conn => {}
                     _ = stop.changed() => {}

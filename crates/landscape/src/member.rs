@@ -111,6 +111,9 @@ impl std::fmt::Debug for MemberRuntime {
     }
 }
 
+/// The etcd client port of the playground's member pods (`spec.etcd.clientPort` of its Etcds).
+const CLIENT_PORT: u16 = 2379;
+
 impl MemberRuntime {
     /// Creates the runtime for `ns/pod` and starts its loop and its HTTP API.
     pub(crate) async fn spawn(
@@ -445,6 +448,15 @@ impl MemberRuntime {
         let client_tls = super::tls::client_tls(ctx, &self.namespace, &self.etcd, &self.pod)
             .await
             .map_err(|message| Blocked { reason: "ContainerCreating", message, counts_as_crash: false })?;
+        // A port-forward to the pod's client port (`pods/<pod>/portforward?ports=2379`) reaches what the
+        // member serves there: its TLS listener when the Etcd has client TLS, else the plain client URL.
+        if let Some(r) = &ctx.registrar {
+            let addr = match &client_tls {
+                Some(tls) => SocketAddr::from(([127, 0, 0, 1], tls.port)),
+                None => SocketAddr::from(([127, 0, 0, 1], self.process.config().client_port)),
+            };
+            r(&self.namespace, &format!("pods/{}", self.pod), CLIENT_PORT, addr);
+        }
         let log = self.process.config().log_file;
         self.process.update_config(|c| {
             c.client_tls = client_tls;
