@@ -105,17 +105,20 @@ async fn a_snapshot_taken_through_the_sidecar_api_restores_into_a_fresh_member()
     for i in 0..25 {
         c.put(format!("/registry/secrets/s{i:02}"), format!("secret-{i}")).await.unwrap();
     }
-    // Through the API server's service proxy to the leading member's sidecar; an external server cannot reach
-    // it, so there the landscape publishes the leader's address and druidctl goes straight to it.
+    // Through the API server's service proxy to the leading member's sidecar, which serves HTTPS as with
+    // Gardener's `spec.backup.tls` (so the proxy path carries `https:`); an external server cannot reach it, so
+    // there the landscape publishes the leader's address and druidctl goes straight to it over verified TLS.
     let etcd = Api::<druidctl::api::Etcd>::namespaced(pg.client(), &ns).get("etcd-main").await.unwrap();
     let route = sidecar::route(&pg.client(), &etcd, &Target::Leader, "/snapshot/full").await.unwrap();
     let leader =
         &etcd.status.as_ref().unwrap().members.iter().find(|m| m.role.as_deref() == Some("Leader")).unwrap().name;
     let leader: u32 = leader.rsplit('-').next().unwrap().parse().unwrap();
     match (&route, pg.is_external()) {
-        (Route::Proxy(path), false) => assert!(path.contains("/services/etcd-main-client:8080/proxy/"), "{path}"),
+        (Route::Proxy(path), false) => {
+            assert!(path.contains("/services/https:etcd-main-client:8080/proxy/"), "{path}")
+        }
         (Route::Direct(url), true) => {
-            assert_eq!(url, &format!("http://{}/snapshot/full", pg.member(&ns, leader).unwrap().backup_addr()))
+            assert_eq!(url, &format!("https://{}/snapshot/full", pg.member(&ns, leader).unwrap().backup_addr()))
         }
         (route, external) => panic!("route {route:?} on an {} server", if external { "external" } else { "embedded" }),
     }

@@ -313,20 +313,19 @@ async fn a_sidecar_snapshot_of_simulated_members_restores_into_a_fresh_simulated
     for i in 0..25 {
         c.put(format!("/registry/secrets/s{i:02}"), format!("secret-{i}")).await.unwrap();
     }
-    // The sidecar's HTTP API (`/snapshot/full`) of member 0.
+    // The sidecar's HTTP API (`/snapshot/full`) of member 0, through the API server's pod proxy: the
+    // playground's Etcd has `spec.backup.tls`, so the sidecar serves HTTPS and the proxy path carries `https:`.
+    let etcd: druidctl::api::Etcd = kube::Api::namespaced(pg.client(), &ns).get(pg.etcd_name()).await.unwrap();
+    assert!(etcd.spec.backup.tls.is_some(), "Gardener-like: backup.tls");
+    let target = druidctl::tasks::sidecar::Target::Member(format!("{}-0", pg.etcd_name()));
+    let info = druidctl::tasks::sidecar::post(&pg.client(), &etcd, &target, "/snapshot/full").await.unwrap();
+    // A plain-HTTP client cannot talk to it, as to etcd-backup-restore with --server-cert.
     let addr = pg.member(&ns, 0).unwrap().backup_addr();
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<http_body_util::Full<bytes::Bytes>>();
-    let resp = client
-        .request(
-            http::Request::post(format!("http://{addr}/snapshot/full")).body(http_body_util::Full::default()).unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    use http_body_util::BodyExt;
-    let info: serde_json::Value =
-        serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let plain = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>()
+        .request(http::Request::post(format!("http://{addr}/healthz")).body(http_body_util::Full::default()).unwrap())
+        .await;
+    assert!(plain.is_err(), "plain HTTP to a TLS sidecar fails: {plain:?}");
     assert_eq!(info["kind"], "Full", "{info}");
     let snap =
         dir.path().join("backups").join(&ns).join(format!("{ns}_etcd-main")).join(info["snapName"].as_str().unwrap());

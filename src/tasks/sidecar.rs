@@ -83,7 +83,8 @@ pub async fn route(client: &Client, etcd: &Etcd, target: &Target, path: &str) ->
                     "{what}: annotation {ANNOTATION_DIRECT_ADDRESS}={addr:?} is not host:port"
                 ))
             })?;
-            Ok(Route::Direct(format!("http://{addr}/{}", path.trim_start_matches('/'))))
+            let scheme = if etcd.spec.backup.tls.is_some() { "https" } else { "http" };
+            Ok(Route::Direct(format!("{scheme}://{addr}/{}", path.trim_start_matches('/'))))
         }
         None => Ok(Route::Proxy(proxy_path(etcd, target, path))),
     }
@@ -96,6 +97,7 @@ pub async fn post(client: &Client, etcd: &Etcd, target: &Target, path: &str) -> 
             let req = http::Request::post(&uri).body(Vec::new()).map_err(|e| StepError::Permanent(e.to_string()))?;
             client.request_text(req).await.map_err(|e| StepError::from_kube(&format!("POST {uri}"), e))?
         }
+        Route::Direct(url) if url.starts_with("https://") => post_direct_tls(client, etcd, &url).await?,
         Route::Direct(url) => post_direct(&url).await?,
     };
     Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
@@ -110,6 +112,76 @@ async fn post_direct(url: &str) -> Result<String, StepError> {
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
     let req = http::Request::post(url).body(Full::default()).map_err(|e| StepError::Permanent(e.to_string()))?;
     let resp = client.request(req).await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
+    let text = String::from_utf8_lossy(&body.to_bytes()).into_owned();
+    if (200..300).contains(&code) { Ok(text) } else { Err(StepError::from_http(&action, code, &text)) }
+}
+
+/// POSTs straight to a sidecar that serves HTTPS (`spec.backup.tls`), verifying its certificate against the CA
+/// bundle of `backup.tls.tlsCASecretRef` (key `dataKey`, `ca.crt` when unset) for the name
+/// `<etcd>-client.<namespace>.svc`, and presenting the client key pair of `clientTLSSecretRef` when set.
+async fn post_direct_tls(client: &Client, etcd: &Etcd, url: &str) -> Result<String, StepError> {
+    use http_body_util::{BodyExt, Full};
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    let action = format!("POST {url}");
+    let tls = etcd.spec.backup.tls.as_ref().ok_or_else(|| StepError::Permanent("no spec.backup.tls".into()))?;
+    let ns = etcd.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let secret = |r: &crate::api::etcd::SecretReference| {
+        let ns = r.namespace.clone().unwrap_or_else(|| ns.clone());
+        let (name, client) = (r.name.clone(), client.clone());
+        async move {
+            let s = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, &ns)
+                .get(&name)
+                .await
+                .map_err(|e| StepError::from_kube(&format!("reading secret {ns}/{name}"), e))?;
+            Ok::<_, StepError>((format!("{ns}/{name}"), s.data.unwrap_or_default()))
+        }
+    };
+    let key_of = |data: &std::collections::BTreeMap<String, k8s_openapi::ByteString>, what: &str, key: &str| {
+        data.get(key).map(|b| b.0.clone()).ok_or_else(|| StepError::Permanent(format!("secret {what} has no key {key:?}")))
+    };
+    let (what, ca) = secret(&tls.tls_ca_secret_ref).await?;
+    let ca = key_of(&ca, &what, tls.tls_ca_secret_ref.data_key.as_deref().unwrap_or("ca.crt"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&ca).filter_map(Result::ok) {
+        roots.add(cert).map_err(|e| StepError::Permanent(format!("the CA bundle of {what}: {e}")))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StepError::Permanent(e.to_string()))?
+        .with_root_certificates(roots);
+    let config = match tls.client_tls_secret_ref.as_ref() {
+        Some(r) => {
+            let (what, pair) = secret(r).await?;
+            let chain = CertificateDer::pem_slice_iter(&key_of(&pair, &what, "tls.crt")?).filter_map(Result::ok).collect();
+            let key = PrivateKeyDer::from_pem_slice(&key_of(&pair, &what, "tls.key")?)
+                .map_err(|e| StepError::Permanent(format!("tls.key of {what}: {e}")))?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| StepError::Permanent(format!("{what}: {e}")))?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let uri: http::Uri = url.parse().map_err(|e| StepError::Permanent(format!("{url}: {e}")))?;
+    let authority = uri.authority().map(|a| a.as_str().to_string()).unwrap_or_default();
+    let tcp = tokio::net::TcpStream::connect(&authority).await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
+    let name = ServerName::try_from(format!("{}.{ns}.svc", etcd.managed_names().client_service()))
+        .map_err(|e| StepError::Permanent(e.to_string()))?;
+    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| StepError::Transient(format!("{action}: TLS: {e}")))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
+    tokio::spawn(conn);
+    let req = http::Request::post(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
+        .header("host", &authority)
+        .body(Full::<bytes::Bytes>::default())
+        .map_err(|e| StepError::Permanent(e.to_string()))?;
+    let resp = sender.send_request(req).await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
     let code = resp.status().as_u16();
     let body = resp.into_body().collect().await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
     let text = String::from_utf8_lossy(&body.to_bytes()).into_owned();

@@ -71,6 +71,9 @@ struct State {
     registered_backend: bool,
     posted: Option<PodView>,
     held_down_until: Option<Instant>,
+    /// The sidecar's HTTPS configuration while the Etcd has `spec.backup.tls` (loaded with the member's start,
+    /// as the container mounts the secret); `None` serves plain HTTP.
+    backup_tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 /// Why a start was refused.
@@ -457,6 +460,12 @@ impl MemberRuntime {
             };
             r(&self.namespace, &format!("pods/{}", self.pod), CLIENT_PORT, addr);
         }
+        // The sidecar serves HTTPS with `spec.backup.tls`'s server key pair (etcd-druid passes
+        // --server-cert/--server-key to etcd-backup-restore, internal/component/statefulset/builder.go).
+        let backup_tls = super::tls::backup_server_tls(ctx, &self.namespace, &self.etcd)
+            .await
+            .map_err(|message| Blocked { reason: "ContainerCreating", message, counts_as_crash: false })?;
+        self.state.lock().expect("state").backup_tls = backup_tls;
         let log = self.process.config().log_file;
         self.process.update_config(|c| {
             c.client_tls = client_tls;
@@ -748,12 +757,23 @@ async fn serve_http(rt: Weak<MemberRuntime>, listener: tokio::net::TcpListener) 
     loop {
         let Ok((stream, _)) = listener.accept().await else { continue };
         let rt = rt.clone();
+        let tls = rt.upgrade().and_then(|r| r.state.lock().expect("state").backup_tls.clone());
         tokio::spawn(async move {
             let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let rt = rt.clone();
                 async move { Ok::<_, Infallible>(handle(rt, req).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+            let http = hyper::server::conn::http1::Builder::new();
+            match tls {
+                // With TLS a plain-HTTP client fails the handshake, as against etcd-backup-restore.
+                Some(config) => {
+                    let Ok(stream) = tokio_rustls::TlsAcceptor::from(config).accept(stream).await else { return };
+                    let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+                }
+                None => {
+                    let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+                }
+            }
         });
     }
 }

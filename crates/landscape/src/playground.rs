@@ -616,7 +616,11 @@ async fn populate(admin: &kube::Client, ns: &str, opts: &PlaygroundOptions) -> R
                      "clientUrlTls": {"tlsCASecretRef": {"name": "ca-etcd"}, "serverTLSSecretRef": {"name": "etcd-server"},
                                       "clientTLSSecretRef": {"name": "etcd-client"}},
                      "peerUrlTls": {"tlsCASecretRef": {"name": "ca-etcd-peer"}, "serverTLSSecretRef": {"name": "etcd-peer-server"}}},
+            // Gardener always sets backup.tls, so the sidecar serves HTTPS (gardener/gardener
+            // pkg/component/etcd/etcd/etcd.go); the API server's proxy then needs the `https:` scheme prefix.
             "backup": {"port": 8080, "fullSnapshotSchedule": "0 */24 * * *", "deltaSnapshotPeriod": opts.delta_snapshot_period,
+                       "tls": {"tlsCASecretRef": {"name": "ca-etcd"}, "serverTLSSecretRef": {"name": "etcd-backup-server"},
+                               "clientTLSSecretRef": {"name": "etcd-client"}},
                        "store": {"provider": "Local", "container": "playground", "prefix": format!("{ns}/{}", opts.etcd_name)}},
         },
     });
@@ -636,8 +640,8 @@ async fn populate(admin: &kube::Client, ns: &str, opts: &PlaygroundOptions) -> R
 }
 
 /// Secret names the playground's Etcds reference in `spec.etcd.clientUrlTls` / `peerUrlTls`.
-pub const PLAYGROUND_TLS_SECRETS: [&str; 5] =
-    ["ca-etcd", "ca-etcd-peer", "etcd-client", "etcd-peer-server", "etcd-server"];
+pub const PLAYGROUND_TLS_SECRETS: [&str; 6] =
+    ["ca-etcd", "ca-etcd-peer", "etcd-backup-server", "etcd-client", "etcd-peer-server", "etcd-server"];
 
 /// Name of the MachineSet whose Machines/Nodes host the members in playground namespace `ns` (Nodes are
 /// cluster-wide, so the namespace is part of every Machine and Node name).

@@ -51,3 +51,45 @@ fn write(dir: &Path, file: &Path, bytes: &[u8], mode: u32) -> Result<(), String>
     std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("chmod {}: {e}", file.display()))
 }
+
+/// The HTTPS configuration of the sidecar of Etcd `ns/etcd`: `Ok(None)` without `spec.backup.tls`; `Err` while
+/// the server secret cannot be mounted.
+pub(crate) async fn backup_server_tls(
+    ctx: &Ctx,
+    ns: &str,
+    etcd: &str,
+) -> Result<Option<std::sync::Arc<tokio_rustls::rustls::ServerConfig>>, String> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let client = ctx.clients.backup_restore.clone();
+    let obj = Api::<Etcd>::namespaced(client.clone(), ns)
+        .get_opt(etcd)
+        .await
+        .map_err(|e| format!("reading etcd {ns}/{etcd}: {e}"))?
+        .ok_or_else(|| format!("etcd {ns}/{etcd} not found"))?;
+    let Some(tls) = obj.spec.backup.tls.as_ref() else { return Ok(None) };
+    let secret_ns = tls.server_tls_secret_ref.namespace.clone().unwrap_or_else(|| ns.to_string());
+    let name = &tls.server_tls_secret_ref.name;
+    let missing = |what: &str| format!("MountVolume.SetUp failed for volume \"backup-restore-server-tls\": {what}");
+    let secret = Api::<Secret>::namespaced(client, &secret_ns)
+        .get_opt(name)
+        .await
+        .map_err(|e| missing(&format!("reading secret {name:?}: {e}")))?
+        .ok_or_else(|| missing(&format!("secret {name:?} not found")))?;
+    let data = secret.data.unwrap_or_default();
+    let (Some(crt), Some(key)) = (data.get("tls.crt"), data.get("tls.key")) else {
+        return Err(missing(&format!("secret {name:?} has no tls.crt and tls.key")));
+    };
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(&crt.0).filter_map(Result::ok).collect();
+    let key = PrivateKeyDer::from_pem_slice(&key.0).map_err(|e| missing(&format!("tls.key of {name:?}: {e}")))?;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| missing(&format!("key pair of {name:?}: {e}")))?;
+    Ok(Some(std::sync::Arc::new(config)))
+}
