@@ -43,6 +43,7 @@ mod runbook_member_restore;
 mod runbook_recovery;
 mod runbook_refusals;
 mod runbook_safety;
+mod serve_logs;
 mod sim_members;
 mod status_request_budget;
 mod status_seed_golden;

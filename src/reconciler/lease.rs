@@ -224,13 +224,22 @@ impl LeaseLock {
                     _ = tokio::time::sleep(period) => {}
                 }
                 match lock.renew().await {
-                    Ok(true) => last_ok = tokio::time::Instant::now(),
+                    Ok(true) => {
+                        last_ok = tokio::time::Instant::now();
+                        super::controller::API_OUTAGE.ok();
+                    }
                     Ok(false) => {
                         lost2.cancel();
                         return;
                     }
                     Err(e) => {
-                        tracing::debug!(lease = %lock.name, error = %e, "lease renewal failed; retrying");
+                        // Not reaching the API server is the process's outage, logged once; an answer that is an
+                        // error is about this lease.
+                        if matches!(e, kube::Error::Api(_)) {
+                            tracing::debug!(lease = %lock.name, error = %e, "lease renewal failed; retrying");
+                        } else {
+                            super::controller::API_OUTAGE.failed(&format!("renewing lease {}", lock.name), &e);
+                        }
                         // Stop acting before the lease could expire and be taken over.
                         if last_ok.elapsed() + period >= lock.duration {
                             lost2.cancel();
