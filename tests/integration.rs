@@ -49,6 +49,7 @@ mod status_request_budget;
 mod status_seed_golden;
 mod tasks_cli;
 mod tasks_engine;
+mod tasks_local_orphans;
 mod tasks_playground;
 mod tasks_serve_failover;
 mod tasks_types;
