@@ -222,3 +222,32 @@ async fn task_delete_completes_on_a_task_whose_executor_elsewhere_stopped_renewi
     assert!(cli.tasks().await.is_empty(), "{:?}", cli.tasks().await);
     assert!(cli.jobs().await.is_empty());
 }
+
+#[tokio::test]
+async fn serve_takes_over_a_task_whose_local_executor_was_killed_once_its_lease_runs_out() {
+    let cli = Cli::start().await;
+    let compaction = killed_local_compaction(&cli).await;
+    cli.complete_the_job().await;
+    // `serve` is not on the dead executor's host as far as it knows (its identity names no process): it waits
+    // for the dead executor's lease to run out, then takes the task over and finishes it.
+    let _serve = Proc(
+        cli.command(&["serve", "-n", NS, "--identity", "serve-a", "--metrics-addr", "127.0.0.1:0"])
+            .args(["--lease-duration", "3s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let tasks = cli.tasks().await;
+        if tasks[0].state().is_terminal() {
+            assert_eq!(tasks[0].state(), TaskState::Succeeded, "{tasks:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "serve did not take the task over: {tasks:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(cli.executor_of(&compaction).await.as_deref().unwrap_or("serve-a"), "serve-a");
+    assert_eq!(cli.jobs().await.len(), 1, "the compaction Job was not created again");
+}
