@@ -58,6 +58,26 @@ pub struct ApiserverArgs {
     /// written next to the admin one as FILE-NAME. Repeatable, e.g. `--user limited --user ops:viewers:audit`.
     #[arg(long = "user", value_name = "NAME[:GROUP…]")]
     pub users: Vec<String>,
+    /// Keep the users' tokens of the kubeconfigs an earlier run wrote to FILE (and FILE-NAME), so that its
+    /// clients carry on against this server, as after an API server restart (use the same --listen port).
+    #[arg(long)]
+    pub reuse_tokens: bool,
+    /// Start with the CRDs of etcd-druid and of EtcdOperatorTask registered (as `druidctl install` and
+    /// etcd-druid's chart would), e.g. for `druidctl serve` against a server that is restarted.
+    #[arg(long)]
+    pub crds: bool,
+}
+
+/// The token of the first user of the kubeconfig at `path`, if the file exists and names one.
+fn token_in(path: &Path) -> anyhow::Result<Option<String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => anyhow::bail!("cannot read {} for --reuse-tokens: {e}", path.display()),
+    };
+    let doc: serde_json::Value = serde_saphyr::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{} is not a kubeconfig (--reuse-tokens): {e}", path.display()))?;
+    Ok(doc.pointer("/users/0/user/token").and_then(|t| t.as_str()).filter(|t| !t.is_empty()).map(str::to_string))
 }
 
 /// Arguments of `playground up`.
@@ -210,6 +230,15 @@ fn describe(r: &PlaygroundRecord) -> String {
 /// `playground apiserver`: the embedded API server alone over HTTP, until SIGINT/SIGTERM.
 async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<()> {
     let server = kube_sim::ApiServer::new();
+    if a.reuse_tokens
+        && let Some(token) = token_in(&a.kubeconfig_out)?
+    {
+        server.set_token("admin", &["system:masters"], &token);
+    }
+    if a.crds {
+        landscape::register_upstream_crds(&server)?;
+        server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd())?)?;
+    }
     let endpoint = server.serve_http(a.listen).await?;
     // Written atomically once the server listens, so a script can wait for the file.
     let tmp = a.kubeconfig_out.with_extension("tmp");
@@ -224,6 +253,11 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
         let mut file = a.kubeconfig_out.clone().into_os_string();
         file.push(format!("-{name}"));
         let file = PathBuf::from(file);
+        if a.reuse_tokens
+            && let Some(token) = token_in(&file)?
+        {
+            server.set_token(name, &groups, &token);
+        }
         std::fs::write(&file, server.kubeconfig_yaml(&endpoint.url, name, None))?;
         user_files.push((name.to_string(), file));
     }

@@ -62,8 +62,15 @@ fn init_logging(format: LogFormat, verbose: u8) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("druidctl={level},kube=warn")));
+    // kube's HTTP layer logs every failed request as an ERROR, and a watch cut off by a server that went away
+    // as a WARN; the callers report those failures themselves (an unreachable API server once, as an outage),
+    // so these lines are left out below -vvv.
+    let (client_errors, client_warnings) = if verbose >= 3 { ("trace", "trace") } else { ("off", "error") };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "druidctl={level},kube=warn,kube_client::client={client_warnings},kube_client::client::builder={client_errors}"
+        ))
+    });
     use std::io::IsTerminal;
     // Colour only for a person at a terminal; log collectors get plain text (or JSON with --log-format json).
     let builder = tracing_subscriber::fmt()
@@ -71,7 +78,8 @@ fn init_logging(format: LogFormat, verbose: u8) {
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_env_filter(filter);
     let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
+        // One flat object a line: `level`, `message` and the event's fields at the top, as log collectors expect.
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => builder.try_init(),
     };
 }

@@ -194,39 +194,68 @@ pub(super) fn classified(e: TaskOpsError) -> anyhow::Error {
     }
 }
 
-/// `--local` runs one Etcd's tasks in order: an older unfinished task that nothing executes would block this
-/// one without end. Refused (nothing created), naming the task and the two ways to clear it.
-async fn blocked_local(ctx: &Context, cluster: &Cluster, req: &TaskRequest) -> anyhow::Result<()> {
+/// `--local` runs one Etcd's tasks in order, so it looks at the unfinished tasks of its Etcd ahead of it first:
+/// - one that an executor runs (a live executor Lease, or `serve` for the namespace) is waited for; with no
+///   `serve`, this process stands by to take it over should that executor go;
+/// - an InProgress one whose executor is gone (a `--local` run that timed out or was killed) is taken over:
+///   this process executes it first;
+/// - a Pending one that nothing executes would block this one without end: refused (nothing created), naming
+///   the task, since when, and the two ways to clear it.
+///
+/// Returns the tasks this process drives before its own.
+async fn tasks_ahead_of_local(cluster: &Cluster, req: &TaskRequest, identity: &str) -> anyhow::Result<Vec<String>> {
     let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &req.namespace);
     let tasks = api.list(&ListParams::default()).await.map_err(|e| task_err(e, "", &req.namespace))?;
     let serve = ops::running_executor(&cluster.client, &req.namespace).await?;
     let cmd = druidctl::output::command_name();
+    let mut drive = Vec::new();
     for t in tasks.items.iter().filter(|t| t.targets(&req.namespace, &req.etcd) && !t.state().is_terminal()) {
         let name = t.metadata.name.clone().unwrap_or_default();
         let since = t.metadata.creation_timestamp.as_ref().map(|c| c.0.to_string()).unwrap_or_default();
-        let lease = druidctl::runbook::guard::live_holder(&cluster.client, &req.namespace, &name, "").await?;
-        let runs = match (&lease, &serve) {
-            (Some(h), _) => Some(h.identity.clone()),
-            (None, Some(s)) if t.state() == druidctl::api::TaskState::Pending => Some(s.clone()),
-            _ => None,
-        };
-        if let Some(by) = runs {
-            eprintln!("note: this task runs after task {name} ({}), which {by} executes", t.spec.type_);
-            continue;
+        let lease = druidctl::runbook::guard::live_holder(&cluster.client, &req.namespace, &name, identity).await?;
+        let in_progress = t.state() == druidctl::api::TaskState::InProgress;
+        match (&lease, &serve) {
+            (Some(h), _) => {
+                eprintln!("note: this task runs after task {name} ({}), which {} executes", t.spec.type_, h.identity);
+                if serve.is_none() {
+                    drive.push(name);
+                }
+            }
+            (None, Some(s)) => {
+                eprintln!("note: this task runs after task {name} ({}), which {s} executes", t.spec.type_);
+            }
+            (None, None) if in_progress => {
+                let op = t.status.as_ref().and_then(|s| s.last_operation.as_ref());
+                let at = op
+                    .map(|o| {
+                        format!(
+                            " at {} since {}",
+                            o.name,
+                            o.last_transition_time.0.round(jiff::Unit::Second).unwrap_or(o.last_transition_time.0)
+                        )
+                    })
+                    .unwrap_or_default();
+                eprintln!(
+                    "note: taking over task {name} ({}, InProgress{at}), whose executor stopped: it runs first",
+                    t.spec.type_
+                );
+                drive.push(name);
+            }
+            (None, None) => {
+                return Err(AnnotateError::Rejected(format!(
+                    "task {name} ({}, {} since {since}) is ahead of this one for etcd {}/{} and no executor runs it, so a --local task would wait behind it forever; clear it with `{cmd} task delete -n {} {name}`, or let `{cmd} serve -n {}` execute it; nothing was created",
+                    t.spec.type_,
+                    t.state().as_str(),
+                    req.namespace,
+                    req.etcd,
+                    req.namespace,
+                    req.namespace
+                ))
+                .into());
+            }
         }
-        let _ = ctx;
-        return Err(AnnotateError::Rejected(format!(
-            "task {name} ({}, {} since {since}) is ahead of this one for etcd {}/{} and no executor runs it, so a --local task would wait behind it forever; clear it with `{cmd} task delete -n {} {name}`, or let `{cmd} serve -n {}` execute it; nothing was created",
-            t.spec.type_,
-            t.state().as_str(),
-            req.namespace,
-            req.etcd,
-            req.namespace,
-            req.namespace
-        ))
-        .into());
     }
-    Ok(())
+    Ok(drive)
 }
 
 /// Creates a task of `type_` for `etcd` and runs it as `run` says (shared by `task create` and shortcuts).
@@ -247,9 +276,8 @@ pub async fn run_task(
         ops::precheck(&cluster.client, &registry, &req).await.map_err(classified)?;
     }
     let wait = run.wait || run.local;
-    if run.local {
-        blocked_local(ctx, &cluster, &req).await?;
-    }
+    let identity = druidctl::reconciler::lease::process_identity("druidctl-local");
+    let ahead = if run.local { tasks_ahead_of_local(&cluster, &req, &identity).await? } else { Vec::new() };
     if !run.local && ops::running_executor(&cluster.client, &ns).await?.is_none() {
         if wait {
             return Err(classified(TaskOpsError::NoExecutor { namespace: ns }));
@@ -267,11 +295,17 @@ pub async fn run_task(
         eprintln!("etcdoperatortask.druid.gardener.cloud/{task_name} created");
     }
     let local = run.local.then(|| {
-        let identity = format!("druidctl-local-{}", std::process::id());
-        let r = Arc::new(Reconciler::new(cluster.client.clone(), registry.clone(), ReconcilerOptions::new(identity)));
-        let (r2, ns2, n2) = (r.clone(), ns.clone(), task_name.clone());
-        let handle = tokio::spawn(async move { r2.run_to_completion(&ns2, &n2).await });
-        (r, handle)
+        let r = Arc::new(Reconciler::new(cluster.client.clone(), registry.clone(), ReconcilerOptions::new(&identity)));
+        // The tasks ahead that this process takes over (or stands by for) first; its own waits behind them.
+        let handles: Vec<_> = ahead
+            .iter()
+            .chain([&task_name])
+            .map(|n| {
+                let (r2, ns2, n2) = (r.clone(), ns.clone(), n.clone());
+                tokio::spawn(async move { r2.run_to_completion(&ns2, &n2).await })
+            })
+            .collect();
+        (r, handles)
     });
     let format = ctx.printer.format();
     let mut printer_err = None;
@@ -281,14 +315,28 @@ pub async fn run_task(
         }
     })
     .await;
-    if let Some((r, handle)) = local {
+    if let Some((r, handles)) = local {
+        // Running steps stop at a safe point and give their executor leases back.
         r.shutdown.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(20), handle).await;
+        let _ = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(handles)).await;
     }
     if let Some(e) = printer_err {
         return Err(e);
     }
-    let task = followed.map_err(classified)?;
+    let task = followed.map_err(|e| match e {
+        // Nothing executes a --local task once this process is gone: say who continues it and how to remove it.
+        TaskOpsError::Timeout { task, state, step, after } if run.local => ClusterError::Timeout {
+            after,
+            what: format!(
+                "waiting for task {task} (still {state}{}); this process no longer executes it: the next --local task of etcd {ns}/{} or `{cmd} serve -n {ns}` takes it over, `{cmd} task delete -n {ns} {task}` removes it",
+                step.map(|s| format!(" at {s}")).unwrap_or_default(),
+                req.etcd,
+                cmd = druidctl::output::command_name(),
+            ),
+        }
+        .into(),
+        e => classified(e),
+    })?;
     match format {
         OutputFormat::Table | OutputFormat::Wide => ctx.printer.text(&format!("task {task_name} Succeeded\n"))?,
         OutputFormat::Jsonl => {}
@@ -822,14 +870,8 @@ async fn delete(ctx: &mut Context, args: DeleteArgs) -> anyhow::Result<()> {
                 if serve.is_none() {
                     serve = Some(ops::running_executor(&cluster.client, &ns).await?);
                 }
-                let executor = druidctl::runbook::guard::live_holder(&cluster.client, &ns, n, "").await?;
-                if matches!(serve, Some(None)) && executor.is_none() {
-                    let r = Reconciler::new(
-                        cluster.client.clone(),
-                        Arc::new(Registry::standard()),
-                        ReconcilerOptions::new(format!("druidctl-delete-{}", std::process::id())),
-                    );
-                    r.reconcile(&t, &[]).await.map_err(|e| anyhow::anyhow!("finalizing task {n}: {e}"))?;
+                if matches!(serve, Some(None)) {
+                    finalize_without_executor(&cluster, &api, &ns, n, t).await?;
                 }
             }
         }
@@ -839,6 +881,45 @@ async fn delete(ctx: &mut Context, args: DeleteArgs) -> anyhow::Result<()> {
             ctx.printer.text(&format!("etcdoperatortask.druid.gardener.cloud/{n} deleted\n"))?;
         }
     }
+    Ok(())
+}
+
+/// Runs the finalizer of task `n`, being deleted while no `serve` runs for its namespace. A live executor (a
+/// `--local` run) finalizes it itself when it sees the deletion; one that is gone still holds its lease until
+/// the lease runs out (at once when it was a process on this host), and then this command finalizes it.
+async fn finalize_without_executor(
+    cluster: &Cluster,
+    api: &Api<EtcdOperatorTask>,
+    ns: &str,
+    n: &str,
+    mut task: EtcdOperatorTask,
+) -> anyhow::Result<()> {
+    let identity = druidctl::reconciler::lease::process_identity("druidctl-delete");
+    let holder = || druidctl::runbook::guard::live_holder(&cluster.client, ns, n, &identity);
+    if let Some(h) = holder().await? {
+        eprintln!(
+            "note: task {n} is executed by {} (its lease runs out in {}s unless renewed); waiting for it to let the task go",
+            h.identity,
+            h.expires_in.as_secs().max(1)
+        );
+        let deadline = tokio::time::Instant::now() + h.expires_in + Duration::from_secs(2);
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            match api.get_opt(n).await.map_err(|e| task_err(e, n, ns))? {
+                None => return Ok(()),
+                Some(t) => task = t,
+            }
+            if holder().await?.is_none() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                // Still renewed: its executor lives and finishes the deletion.
+                return Ok(());
+            }
+        }
+    }
+    let r = Reconciler::new(cluster.client.clone(), Arc::new(Registry::standard()), ReconcilerOptions::new(identity));
+    r.reconcile(&task, &[]).await.map_err(|e| anyhow::anyhow!("finalizing task {n}: {e}"))?;
     Ok(())
 }
 

@@ -48,13 +48,28 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
 }
 
 /// An API-server outage, logged once when it starts (WARN) and once when it ends (INFO); the attempts in
-/// between are DEBUG, so a down API server does not flood the log while the callers back off.
+/// between are DEBUG, so a down API server does not flood the log while the callers back off. One per process
+/// ([`API_OUTAGE`]): the watch, leader election and lease renewals all see the same outage, and it is logged
+/// once, not once by each of them.
 #[derive(Debug, Default)]
 pub struct Outage {
     since: Mutex<Option<std::time::Instant>>,
 }
 
+/// The outage of this process's API server, shared by everything that talks to it.
+pub static API_OUTAGE: Outage = Outage::new();
+
 impl Outage {
+    /// No outage.
+    pub const fn new() -> Outage {
+        Outage { since: Mutex::new(None) }
+    }
+
+    /// Whether an outage is going on (a call failed since the last success).
+    pub fn active(&self) -> bool {
+        self.since.lock().expect("outage").is_some()
+    }
+
     /// A call failed.
     pub fn failed(&self, what: &str, error: &dyn std::fmt::Display) {
         let mut since = self.since.lock().expect("outage");
@@ -277,7 +292,7 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
     let mut stream = std::pin::pin!(stream);
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;
-    let outage = Outage::default();
+    let outage = &API_OUTAGE;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -409,7 +424,7 @@ pub async fn run_with_leader_election(
 ) {
     let lock =
         LeaseLock::new(base.client.clone(), &election.namespace, &election.name, &base.opts.identity, election.lease);
-    let outage = Outage::default();
+    let outage = &API_OUTAGE;
     let mut retry = Duration::from_millis(500);
     while !stop.is_cancelled() {
         let attempt = lock.try_acquire().await;
@@ -444,7 +459,12 @@ pub async fn run_with_leader_election(
                 let term2 = term.clone();
                 tokio::spawn(async move {
                     lost.cancelled().await;
-                    tracing::warn!("leader lease lost; stopping this term");
+                    // While the API server is down this follows from the outage, already logged.
+                    if API_OUTAGE.active() {
+                        tracing::info!("leader lease not renewed during the outage; stopping this term");
+                    } else {
+                        tracing::warn!("leader lease lost; stopping this term");
+                    }
                     term2.cancel();
                 });
                 run(reconciler, opts.clone(), synced).await;

@@ -74,7 +74,12 @@ impl Reconciler {
             &self.opts.identity,
             self.opts.executor_lease,
         )
-        .owned_by(owner_reference(&task));
+        .owned_by(owner_reference(&task))
+        .taking_over({
+            // A `--local` executor on this host that was killed renews its lease no more: taken over at once.
+            let own = self.opts.identity.clone();
+            move |holder| super::lease::holder_is_dead_here(holder, &own)
+        });
         match lock
             .try_acquire()
             .await

@@ -25,6 +25,31 @@ pub enum Acquire {
     },
 }
 
+/// The identity of this process in executor Leases: `PREFIX@HOST/PID`, so that another druidctl process on the
+/// same host can tell when the holder is gone ([`holder_is_dead_here`]) and take its lease over at once.
+pub fn process_identity(prefix: &str) -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+    format!("{prefix}@{host}/{}", std::process::id())
+}
+
+/// Whether `identity` names a process on this host that no longer exists (its lease can be taken over at once).
+pub fn holder_is_dead_here(identity: &str, own_identity: &str) -> bool {
+    let host_of = |id: &str| {
+        id.split_once('@').and_then(|(_, rest)| rest.rsplit_once('/')).map(|(h, p)| (h.to_string(), p.to_string()))
+    };
+    let (Some((host, pid)), Some((own_host, _))) = (host_of(identity), host_of(own_identity)) else { return false };
+    if host != own_host {
+        return false;
+    }
+    let Ok(pid) = pid.parse::<i32>() else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 only checks for existence; no memory is touched.
+    let r = unsafe { libc::kill(pid, 0) };
+    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
 /// A lease used as a lock by `identity`.
 #[derive(Clone)]
 pub struct LeaseLock {
@@ -227,13 +252,22 @@ impl LeaseLock {
                     _ = tokio::time::sleep(period) => {}
                 }
                 match lock.renew().await {
-                    Ok(true) => last_ok = tokio::time::Instant::now(),
+                    Ok(true) => {
+                        last_ok = tokio::time::Instant::now();
+                        super::controller::API_OUTAGE.ok();
+                    }
                     Ok(false) => {
                         lost2.cancel();
                         return;
                     }
                     Err(e) => {
-                        tracing::debug!(lease = %lock.name, error = %e, "lease renewal failed; retrying");
+                        // Not reaching the API server is the process's outage, logged once; an answer that is an
+                        // error is about this lease.
+                        if matches!(e, kube::Error::Api(_)) {
+                            tracing::debug!(lease = %lock.name, error = %e, "lease renewal failed; retrying");
+                        } else {
+                            super::controller::API_OUTAGE.failed(&format!("renewing lease {}", lock.name), &e);
+                        }
                         // Stop acting before the lease could expire and be taken over.
                         if last_ok.elapsed() + period >= lock.duration {
                             lost2.cancel();

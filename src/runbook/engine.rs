@@ -62,7 +62,6 @@ pub struct RunOptions {
 impl RunOptions {
     /// Defaults for `etcd` in `namespace`.
     pub fn new(namespace: &str, etcd: &str) -> RunOptions {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
         RunOptions {
             namespace: namespace.into(),
             etcd: etcd.into(),
@@ -72,7 +71,7 @@ impl RunOptions {
             resume_only: false,
             from_step: None,
             accept_data_loss: false,
-            identity: format!("druidctl-runbook@{host}/{}", std::process::id()),
+            identity: crate::reconciler::lease::process_identity("druidctl-runbook"),
             lease_duration: Duration::from_secs(10),
             resume_command: String::new(),
             abort_command: String::new(),

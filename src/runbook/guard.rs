@@ -35,23 +35,7 @@ pub struct Holder {
     pub expires_in: Duration,
 }
 
-/// Whether `identity` names a process on this host that no longer exists (its lease can be taken over at once).
-pub fn holder_is_dead_here(identity: &str, own_identity: &str) -> bool {
-    let host_of = |id: &str| {
-        id.split_once('@').and_then(|(_, rest)| rest.rsplit_once('/')).map(|(h, p)| (h.to_string(), p.to_string()))
-    };
-    let (Some((host, pid)), Some((own_host, _))) = (host_of(identity), host_of(own_identity)) else { return false };
-    if host != own_host {
-        return false;
-    }
-    let Ok(pid) = pid.parse::<i32>() else { return false };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill(2) with signal 0 only checks for existence; no memory is touched.
-    let r = unsafe { libc::kill(pid, 0) };
-    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-}
+pub use crate::reconciler::lease::holder_is_dead_here;
 
 /// The holder of `task`'s executor Lease when it is held by someone other than `own_identity` and has not
 /// expired (a holder that is a dead process on this host does not count).

@@ -244,6 +244,18 @@ impl ApiServer {
         token
     }
 
+    /// Gives user `name` the bearer token `token` (its groups kept, or `groups` for a new user), so that the
+    /// clients of an earlier server with the same users carry on against this one, as after a restart.
+    pub fn set_token(&self, name: &str, groups: &[&str], token: &str) {
+        let mut users = self.inner.users.write().unwrap();
+        let old = users.iter().find(|(_, u)| u.name == name).map(|(t, _)| t.clone());
+        let info = match old.and_then(|t| users.remove(&t)) {
+            Some(u) => u,
+            None => UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect() },
+        };
+        users.insert(token.to_string(), info);
+    }
+
     /// The bearer token of a user, if it exists.
     pub fn token_for(&self, user: &str) -> Option<String> {
         self.inner.users.read().unwrap().iter().find(|(_, u)| u.name == user).map(|(t, _)| t.clone())
