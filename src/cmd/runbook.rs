@@ -260,8 +260,9 @@ async fn resolve_machine(
     // `--plan` works in any state: it shows the plan and gives this as the reason a run would be refused.
     let mut known_refusal = None;
     if let Some(why) = plan.as_ref().filter(|_| !resuming).and_then(|p| p.impact.refusal()) {
-        let why =
-            format!("{why}; nothing was changed (the runbook never costs an etcd its quorum: bring the other members back first)");
+        let why = format!(
+            "{why}; nothing was changed (the runbook never costs an etcd its quorum: bring the other members back first)"
+        );
         if !plan_only {
             return Err(AnnotateError::Rejected(why).into());
         }
@@ -312,9 +313,16 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
                 (ns, name, member.as_deref().map(druidctl::tasks::member_restore::config_for), args)
             }
             Target::Machine { target, force, etcd } => {
-                let (ns, name, config, args, refusal) =
-                    resolve_machine(ctx, &cluster.client, &cluster.namespace, target, *force, etcd.as_deref(), flags.plan)
-                        .await?;
+                let (ns, name, config, args, refusal) = resolve_machine(
+                    ctx,
+                    &cluster.client,
+                    &cluster.namespace,
+                    target,
+                    *force,
+                    etcd.as_deref(),
+                    flags.plan,
+                )
+                .await?;
                 known_refusal = refusal;
                 (ns, name, Some(config), args)
             }
