@@ -493,6 +493,16 @@ async fn machine_replacement_refuses_while_another_member_is_down_and_for_a_node
         );
         assert!(err.contains("nothing was changed"), "{err}");
     }
+    // `--plan` works in this state too: the plan, and a verdict saying why a run would be refused now.
+    let out = fx.run(&["runbook", "machine-replacement", machine.as_str(), "--plan"]).await;
+    let text_out = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text_out.contains("RequestMachineDeletion"), "the plan's steps: {text_out}");
+    assert!(
+        text_out.contains("a run would be refused now: ")
+            && text_out.contains("etcd shoot--a/etcd-main would lose quorum (2 of 3 members ready now"),
+        "{text_out}"
+    );
     assert_eq!(fx.admin_writes(), Vec::<String>::new(), "no task, no label, no deletion");
     assert_eq!(snapshot().await, before, "machines, nodes and member pods unchanged");
     set_member_ready(&client, 1, true).await;

@@ -15,7 +15,8 @@ use kube::api::ListParams;
 async fn compaction_and_defragmentation_go_through_a_port_forward_with_the_etcds_client_tls() {
     let server = landscape().await;
     Sidecar::default().start(&server).await;
-    let Some((member, _dir)) = real_member_etcd(&server, "maintenance through pods/portforward", Reach::PortForward).await
+    let Some((member, _dir)) =
+        real_member_etcd(&server, "maintenance through pods/portforward", Reach::PortForward).await
     else {
         return;
     };

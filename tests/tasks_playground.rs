@@ -231,7 +231,8 @@ async fn defragmentation_reaches_every_members_etcd_leader_last_and_the_etcd_sta
     let mut done_at: Vec<(jiff::Timestamp, String)> = (0..n)
         .map(|i| {
             let member = format!("{}-{i}", pg.etcd_name());
-            let entry = journal.get(&format!("defragmented/{member}")).unwrap_or_else(|| panic!("{member}: {journal:?}"));
+            let entry =
+                journal.get(&format!("defragmented/{member}")).unwrap_or_else(|| panic!("{member}: {journal:?}"));
             let (b, a) = (entry["dbSizeBefore"].as_i64().unwrap(), entry["dbSizeAfter"].as_i64().unwrap());
             assert!(a < b, "{member} shrank as etcd reported it: {entry}");
             (entry["at"].as_str().unwrap().parse::<jiff::Timestamp>().unwrap(), member)

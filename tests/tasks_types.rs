@@ -86,7 +86,8 @@ async fn compaction_maintenance_goes_to_etcd_not_to_the_sidecar() {
     let sidecar = Sidecar::default();
     sidecar.start(&server).await;
     let Some((member, _dir)) =
-        crate::tasks_support::real_member_etcd(&server, "compaction task", crate::tasks_support::Reach::Annotation).await
+        crate::tasks_support::real_member_etcd(&server, "compaction task", crate::tasks_support::Reach::Annotation)
+            .await
     else {
         return;
     };

@@ -193,7 +193,8 @@ async fn run_on(
     }
     // Through the API server's service proxy, with the `https:` prefix when the sidecar serves TLS.
     let etcd_obj: druidctl::api::Etcd = kube::Api::namespaced(pg.client(), &ns).get(&etcd).await?;
-    let path = druidctl::tasks::sidecar::proxy_path(&etcd_obj, &druidctl::tasks::sidecar::Target::Leader, "snapshot/full");
+    let path =
+        druidctl::tasks::sidecar::proxy_path(&etcd_obj, &druidctl::tasks::sidecar::Target::Leader, "snapshot/full");
     let req = http::Request::get(path).body(Vec::new())?;
     let answer = pg.client().request_text(req).await.map_err(|e| anyhow::anyhow!("full snapshot: {e}"))?;
     out.end("write keys, full snapshot", t);

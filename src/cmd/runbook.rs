@@ -178,7 +178,8 @@ async fn resolve_machine(
     target: &MachineTarget,
     force: bool,
     etcd: Option<&str>,
-) -> anyhow::Result<(String, String, String, String)> {
+    plan_only: bool,
+) -> anyhow::Result<(String, String, String, String, Option<String>)> {
     target.validate()?;
     let machine_ns = ctx.namespace_or(default_ns);
     let config_for = |etcd_ns: &str| {
@@ -256,11 +257,16 @@ async fn resolve_machine(
         }
     }
     // The blast-radius check before anything is created (the deletion step checks it again right before acting).
+    // `--plan` works in any state: it shows the plan and gives this as the reason a run would be refused.
+    let mut known_refusal = None;
     if let Some(why) = plan.as_ref().filter(|_| !resuming).and_then(|p| p.impact.refusal()) {
-        return Err(AnnotateError::Rejected(format!(
+        let why = format!(
             "{why}; nothing was changed (the runbook never costs an etcd its quorum: bring the other members back first)"
-        ))
-        .into());
+        );
+        if !plan_only {
+            return Err(AnnotateError::Rejected(why).into());
+        }
+        known_refusal = Some(why);
     }
     let mut args = format!("-n {machine_ns} ");
     match target {
@@ -272,7 +278,7 @@ async fn resolve_machine(
     }
     args.push_str(&format!(" --etcd {etcd_ns}/{etcd_name}"));
     let config = config_for(&etcd_ns);
-    Ok((etcd_ns, etcd_name, config, args))
+    Ok((etcd_ns, etcd_name, config, args, known_refusal))
 }
 
 /// Runs `runbook …` (its own runtime, so Ctrl-C stops at a safe point instead of dropping the run).
@@ -296,6 +302,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let cluster = ctx.connect().await?;
+        let mut known_refusal = None;
         let (ns, name, config, args) = match &target {
             Target::Etcd { etcd, member } => {
                 let (ns, name) = etcd_key(ctx, etcd, &cluster.namespace)?;
@@ -306,8 +313,17 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
                 (ns, name, member.as_deref().map(druidctl::tasks::member_restore::config_for), args)
             }
             Target::Machine { target, force, etcd } => {
-                let (ns, name, config, args) =
-                    resolve_machine(ctx, &cluster.client, &cluster.namespace, target, *force, etcd.as_deref()).await?;
+                let (ns, name, config, args, refusal) = resolve_machine(
+                    ctx,
+                    &cluster.client,
+                    &cluster.namespace,
+                    target,
+                    *force,
+                    etcd.as_deref(),
+                    flags.plan,
+                )
+                .await?;
+                known_refusal = refusal;
                 (ns, name, Some(config), args)
             }
         };
@@ -315,6 +331,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
         o.config = config;
         o.yes = flags.yes;
         o.plan_only = flags.plan;
+        o.known_refusal = known_refusal;
         o.resume_only = flags.resume;
         o.from_step = flags.from_step.clone();
         o.accept_data_loss = flags.accept_data_loss;

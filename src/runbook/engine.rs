@@ -57,6 +57,9 @@ pub struct RunOptions {
     pub resume_command: String,
     /// The command that aborts this run with its compensating cleanup.
     pub abort_command: String,
+    /// Why a run would be refused, found before the engine (a machine replacement that would cost an Etcd its
+    /// quorum): `--plan` still shows the plan and gives this as its verdict; a run is refused with it.
+    pub known_refusal: Option<String>,
 }
 
 impl RunOptions {
@@ -75,6 +78,7 @@ impl RunOptions {
             lease_duration: Duration::from_secs(10),
             resume_command: String::new(),
             abort_command: String::new(),
+            known_refusal: None,
         }
     }
 }
@@ -572,6 +576,11 @@ pub async fn run(
         }
     }
 
+    if refusal.is_none()
+        && let Some(why) = &o.known_refusal
+    {
+        refusal = Some(RunbookError::Rejected(why.clone()));
+    }
     let journal_cx = existing.as_ref().map(|t| StepContext::new(client.clone(), t.clone(), etcd.clone()));
     let mut start = existing
         .as_ref()

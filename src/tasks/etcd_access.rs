@@ -120,7 +120,13 @@ async fn tls_options(kube: &kube::Client, etcd: &Etcd) -> Result<Option<TlsOptio
 
 /// Serves a loopback listener whose every connection is a new port-forward to `pod:port` (what `kubectl
 /// port-forward` does), until `stop` is cancelled. Returns the listener's address.
-async fn bridge(kube: &kube::Client, ns: &str, pod: &str, port: u16, stop: CancellationToken) -> Result<SocketAddr, StepError> {
+async fn bridge(
+    kube: &kube::Client,
+    ns: &str,
+    pod: &str,
+    port: u16,
+    stop: CancellationToken,
+) -> Result<SocketAddr, StepError> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| StepError::Transient(format!("opening a local port for the port-forward: {e}")))?;
@@ -176,9 +182,8 @@ pub async fn connect(kube: &kube::Client, etcd: &Etcd, pod: &str) -> Result<Memb
             (format!("{scheme}://{addr}"), format!("a port-forward to {name}:{port}"), Some(stop.drop_guard()))
         }
     };
-    let mut options = ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(10))
-        .with_timeout(Duration::from_secs(300));
+    let mut options =
+        ConnectOptions::new().with_connect_timeout(Duration::from_secs(10)).with_timeout(Duration::from_secs(300));
     if let Some(tls) = tls {
         options = options.with_tls(tls);
     }
@@ -219,7 +224,9 @@ pub async fn defragment(conn: &mut MemberConnection) -> Result<(i64, i64), StepE
 /// The database size of the member `conn` is connected to (bytes).
 async fn db_size(conn: &mut MemberConnection) -> Result<i64, StepError> {
     let status = conn.client.status().await;
-    status.map(|s| s.db_size()).map_err(|e| StepError::Transient(format!("reading the status of etcd ({}): {e}", conn.via)))
+    status
+        .map(|s| s.db_size())
+        .map_err(|e| StepError::Transient(format!("reading the status of etcd ({}): {e}", conn.via)))
 }
 
 #[cfg(test)]
@@ -230,8 +237,7 @@ mod tests {
     fn etcd(tls: bool) -> Etcd {
         let mut spec = json!({"replicas": 3, "labels": {}, "etcd": {"clientPort": 2379}, "backup": {}});
         if tls {
-            spec["etcd"]["clientUrlTls"] =
-                json!({"tlsCASecretRef": {"name": "ca-etcd", "dataKey": "bundle.crt"}, "serverTLSSecretRef": {"name": "etcd-server"}});
+            spec["etcd"]["clientUrlTls"] = json!({"tlsCASecretRef": {"name": "ca-etcd", "dataKey": "bundle.crt"}, "serverTLSSecretRef": {"name": "etcd-server"}});
         }
         serde_json::from_value(json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
             "metadata": {"name": "etcd-main", "namespace": "shoot--a"}, "spec": spec}))
@@ -244,7 +250,9 @@ mod tests {
 
     #[test]
     fn the_route_follows_the_annotation_then_the_cluster_dns_then_a_port_forward() {
-        let annotated = pod(json!({CLIENT_TLS_URL_ANNOTATION: "https://127.0.0.1:4000", CLIENT_URL_ANNOTATION: "http://127.0.0.1:4001"}));
+        let annotated = pod(
+            json!({CLIENT_TLS_URL_ANNOTATION: "https://127.0.0.1:4000", CLIENT_URL_ANNOTATION: "http://127.0.0.1:4001"}),
+        );
         assert_eq!(route(&etcd(true), &annotated, false), Route::Direct("https://127.0.0.1:4000".into()));
         assert_eq!(route(&etcd(false), &annotated, true), Route::Direct("http://127.0.0.1:4001".into()));
         let plain = pod(json!({}));

@@ -10,8 +10,8 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use super::config::{ConfigError, Fields, parse_yaml};
-use super::preconditions::{Facts, require_all_members_ready, require_quorum};
 use super::etcd_access;
+use super::preconditions::{Facts, require_all_members_ready, require_quorum};
 use super::step::{Readiness, Step, StepContext, StepError, StepFuture};
 use super::{TaskKind, TaskPlan};
 use crate::api::Etcd;
@@ -215,8 +215,11 @@ impl Step for Defragment {
             // This member's own etcd (defragmentation is per member), the leader too.
             let mut conn = etcd_access::connect(&cx.client, &etcd, &self.member.pod).await?;
             let (before, after) = etcd_access::defragment(&mut conn).await?;
-            cx.record(&self.key(), json!({"dbSizeBefore": before, "dbSizeAfter": after, "at": jiff::Timestamp::now().to_string()}))
-                .await
+            cx.record(
+                &self.key(),
+                json!({"dbSizeBefore": before, "dbSizeAfter": after, "at": jiff::Timestamp::now().to_string()}),
+            )
+            .await
         }
         .boxed()
     }

@@ -141,7 +141,9 @@ async fn post_direct_tls(client: &Client, etcd: &Etcd, url: &str) -> Result<Stri
         }
     };
     let key_of = |data: &std::collections::BTreeMap<String, k8s_openapi::ByteString>, what: &str, key: &str| {
-        data.get(key).map(|b| b.0.clone()).ok_or_else(|| StepError::Permanent(format!("secret {what} has no key {key:?}")))
+        data.get(key)
+            .map(|b| b.0.clone())
+            .ok_or_else(|| StepError::Permanent(format!("secret {what} has no key {key:?}")))
     };
     let (what, ca) = secret(&tls.tls_ca_secret_ref).await?;
     let ca = key_of(&ca, &what, tls.tls_ca_secret_ref.data_key.as_deref().unwrap_or("ca.crt"))?;
@@ -157,7 +159,8 @@ async fn post_direct_tls(client: &Client, etcd: &Etcd, url: &str) -> Result<Stri
     let config = match tls.client_tls_secret_ref.as_ref() {
         Some(r) => {
             let (what, pair) = secret(r).await?;
-            let chain = CertificateDer::pem_slice_iter(&key_of(&pair, &what, "tls.crt")?).filter_map(Result::ok).collect();
+            let chain =
+                CertificateDer::pem_slice_iter(&key_of(&pair, &what, "tls.crt")?).filter_map(Result::ok).collect();
             let key = PrivateKeyDer::from_pem_slice(&key_of(&pair, &what, "tls.key")?)
                 .map_err(|e| StepError::Permanent(format!("tls.key of {what}: {e}")))?;
             builder.with_client_auth_cert(chain, key).map_err(|e| StepError::Permanent(format!("{what}: {e}")))?
@@ -166,7 +169,8 @@ async fn post_direct_tls(client: &Client, etcd: &Etcd, url: &str) -> Result<Stri
     };
     let uri: http::Uri = url.parse().map_err(|e| StepError::Permanent(format!("{url}: {e}")))?;
     let authority = uri.authority().map(|a| a.as_str().to_string()).unwrap_or_default();
-    let tcp = tokio::net::TcpStream::connect(&authority).await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
+    let tcp =
+        tokio::net::TcpStream::connect(&authority).await.map_err(|e| StepError::Transient(format!("{action}: {e}")))?;
     let name = ServerName::try_from(format!("{}.{ns}.svc", etcd.managed_names().client_service()))
         .map_err(|e| StepError::Permanent(e.to_string()))?;
     let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))

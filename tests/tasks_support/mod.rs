@@ -118,7 +118,8 @@ impl Sidecar {
                                 "/healthz" => json!({"health": true}),
                                 // Go's ServeMux, for what etcd-backup-restore's server does not register.
                                 _ => {
-                                    let mut r = hyper::Response::new(Full::new(Bytes::from_static(b"404 page not found\n")));
+                                    let mut r =
+                                        hyper::Response::new(Full::new(Bytes::from_static(b"404 page not found\n")));
                                     *r.status_mut() = hyper::StatusCode::NOT_FOUND;
                                     return Ok::<_, Infallible>(r);
                                 }

@@ -61,10 +61,11 @@ pub fn handle(server: &ApiServer, req: &Request<Bytes>, info: &ResInfo, user: &s
         )));
     }
     let q = parse_query(req.uri().query());
-    let ports: Vec<u16> = match q.get("ports").map(|p| p.split(',').map(|x| x.trim().parse::<u16>()).collect::<Result<Vec<u16>, _>>()) {
-        Some(Ok(p)) if !p.is_empty() => p,
-        _ => return error_response(&ApiError::bad_request("query parameter \"ports\" is required")),
-    };
+    let ports: Vec<u16> =
+        match q.get("ports").map(|p| p.split(',').map(|x| x.trim().parse::<u16>()).collect::<Result<Vec<u16>, _>>()) {
+            Some(Ok(p)) if !p.is_empty() => p,
+            _ => return error_response(&ApiError::bad_request("query parameter \"ports\" is required")),
+        };
     let mut targets = Vec::new();
     for port in ports {
         let b = server.inner.pod_backends.read().unwrap();
@@ -156,10 +157,10 @@ pub async fn bridge(upgraded: hyper::upgrade::Upgraded, targets: Targets) {
             msg = ws_rx.next() => match msg {
                 Some(Ok(Message::Binary(data))) if data.len() > 1 && data[0] % 2 == 0 => {
                     let port_index = (data[0] / 2) as usize;
-                    if let Some(Some(w)) = writers.get_mut(port_index) {
-                        if w.write_all(&data[1..]).await.is_err() {
-                            return;
-                        }
+                    if let Some(Some(w)) = writers.get_mut(port_index)
+                        && w.write_all(&data[1..]).await.is_err()
+                    {
+                        return;
                     }
                 }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,

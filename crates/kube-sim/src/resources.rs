@@ -306,16 +306,16 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
     };
     // `stringData` is write-only: kube-apiserver folds it into `data` when it decodes a Secret, a key in both
     // taking the `stringData` value (pkg/apis/core/v1/conversion.go `Convert_v1_Secret_To_core_Secret`).
-    if (group, plural) == ("", "secrets") {
-        if let Some(Value::Object(string_data)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
-            use base64::Engine as _;
-            if !obj.get("data").is_some_and(|d| d.is_object()) {
-                obj["data"] = serde_json::json!({});
-            }
-            for (k, v) in string_data {
-                let text = v.as_str().unwrap_or_default().to_string();
-                obj["data"][k] = Value::String(base64::engine::general_purpose::STANDARD.encode(text));
-            }
+    if (group, plural) == ("", "secrets")
+        && let Some(Value::Object(string_data)) = obj.as_object_mut().and_then(|m| m.remove("stringData"))
+    {
+        use base64::Engine as _;
+        if !obj.get("data").is_some_and(|d| d.is_object()) {
+            obj["data"] = serde_json::json!({});
+        }
+        for (k, v) in string_data {
+            let text = v.as_str().unwrap_or_default().to_string();
+            obj["data"][k] = Value::String(base64::engine::general_purpose::STANDARD.encode(text));
         }
     }
     let template_spec: Option<&str> = match (group, plural) {

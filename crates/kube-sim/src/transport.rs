@@ -145,22 +145,22 @@ pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<
                             }
                         };
                         let mut resp = super::router::handle(server, Request::from_parts(parts, bytes), user).await;
-                        if resp.status() == 101 {
-                            if let (Some(targets), Some(on_upgrade)) =
+                        if resp.status() == 101
+                            && let (Some(targets), Some(on_upgrade)) =
                                 (resp.extensions_mut().remove::<super::portforward::Targets>(), on_upgrade)
-                            {
-                                tokio::spawn(async move {
-                                    if let Ok(upgraded) = on_upgrade.await {
-                                        super::portforward::bridge(upgraded, targets).await;
-                                    }
-                                });
-                            }
+                        {
+                            tokio::spawn(async move {
+                                if let Ok(upgraded) = on_upgrade.await {
+                                    super::portforward::bridge(upgraded, targets).await;
+                                }
+                            });
                         }
                         Ok(resp)
                     }
                 });
-                let conn =
-                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).with_upgrades();
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .with_upgrades();
                 tokio::select! {
                     _ = conn => {}
                     _ = stop.changed() => {}

@@ -388,8 +388,7 @@ async fn issue(
         is_ca: cert.spec.is_ca.unwrap_or(false),
     };
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let ca_secret =
-        ca_issuers.iter().find(|(issuer, _)| *issuer == cert.spec.issuer_ref.name).map(|(_, s)| s.as_str());
+    let ca_secret = ca_issuers.iter().find(|(issuer, _)| *issuer == cert.spec.issuer_ref.name).map(|(_, s)| s.as_str());
     let (crt, key, ca_crt) = match ca_secret {
         None => {
             let (crt, key) = generate_signed(&req, None)
@@ -405,9 +404,8 @@ async fn issue(
             let (Some(ca_crt), Some(ca_key), Some(ca_cn)) = (text("tls.crt"), text("tls.key"), ca_cn) else {
                 return Ok(false);
             };
-            let (crt, key) =
-                generate_signed(&req, Some(&SigningCa { common_name: &ca_cn, key_pem: &ca_key }))
-                    .map_err(|e| kube::Error::Service(format!("sign key pair with {ca_secret}: {e}").into()))?;
+            let (crt, key) = generate_signed(&req, Some(&SigningCa { common_name: &ca_cn, key_pem: &ca_key }))
+                .map_err(|e| kube::Error::Service(format!("sign key pair with {ca_secret}: {e}").into()))?;
             (crt, key, ca_crt)
         }
     };

@@ -81,8 +81,7 @@ pub(crate) async fn backup_server_tls(
     let (Some(crt), Some(key)) = (data.get("tls.crt"), data.get("tls.key")) else {
         return Err(missing(&format!("secret {name:?} has no tls.crt and tls.key")));
     };
-    let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(&crt.0).filter_map(Result::ok).collect();
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&crt.0).filter_map(Result::ok).collect();
     let key = PrivateKeyDer::from_pem_slice(&key.0).map_err(|e| missing(&format!("tls.key of {name:?}: {e}")))?;
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
