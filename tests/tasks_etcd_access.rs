@@ -61,6 +61,24 @@ async fn compaction_and_defragmentation_go_through_a_port_forward_with_the_etcds
     assert!(forwards.iter().all(|r| r.code == 101), "{forwards:#?}");
     assert!(forwards.iter().all(|r| r.path.contains("ports=2379")), "{forwards:#?}");
     assert!(!records.iter().any(|r| r.resource == "pods/proxy"), "no sidecar call");
+
+    // The certificate check of cert-renewal reaches a member the same way: the serial served through the
+    // port-forward is the one in the Etcd's server secret.
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    let over_tcp = kube::Client::try_from(config).unwrap();
+    let etcd: druidctl::api::Etcd = Api::namespaced(over_tcp.clone(), NS).get(ETCD).await.unwrap();
+    let pod: k8s_openapi::api::core::v1::Pod =
+        Api::namespaced(over_tcp.clone(), NS).get(&format!("{ETCD}-1")).await.unwrap();
+    let (url, via, _bridge) = druidctl::tasks::etcd_access::member_url(&over_tcp, &etcd, &pod).await.unwrap();
+    assert!(via.contains("port-forward"), "{via}");
+    let served = druidctl::certs::served::served_serial(&url, std::time::Duration::from_secs(10)).await.unwrap();
+    let (_, issued) = druidctl::certs::served::issued_server_serial(&over_tcp, &etcd).await.unwrap().unwrap();
+    assert_eq!(served, issued);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

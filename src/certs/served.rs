@@ -3,10 +3,10 @@
 //! secret (`spec.etcd.clientUrlTls.serverTLSSecretRef`). etcd loads its certificates only on start, so after a
 //! renewal a member that was not restarted keeps serving the old serial.
 //!
-//! Where a member serves client TLS: the pod annotation [`CLIENT_TLS_URL_ANNOTATION`] when present (the
-//! playground sets it, because its members listen on loopback ports; an operator can set it to a
-//! `kubectl port-forward` address), else `https://<status.podIP>:<spec.etcd.clientPort or 2379>`, which is only
-//! reachable from inside the cluster network. The handshake does not authenticate the member (no CA check, no
+//! Where a member serves client TLS: the cert-renewal check reaches it as maintenance does
+//! ([`crate::tasks::etcd_access::member_url`]: the pod annotation [`CLIENT_TLS_URL_ANNOTATION`] the playground
+//! sets, the member's DNS name inside the cluster, or a port-forward through the API server from outside).
+//! [`member_client_tls_url`] reads the annotation, else `https://<status.podIP>:<clientPort>`. The handshake does not authenticate the member (no CA check, no
 //! client certificate): it only reads what is presented.
 
 use std::sync::Arc;

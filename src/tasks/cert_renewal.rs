@@ -23,7 +23,7 @@ use crate::api::task::types;
 use crate::api::{Certificate, Etcd};
 use crate::certs::next_retry_at;
 use crate::certs::renew::{CertError, CertTargets, failed_since, find, issued_after, trigger};
-use crate::certs::served::{issued_server_serial, member_client_tls_url, served_serial};
+use crate::certs::served::{issued_server_serial, served_serial};
 use crate::health::Quorum;
 use crate::kube::target::ObjectKey;
 use crate::machines::impact::pod_ready;
@@ -294,10 +294,14 @@ impl Step for VerifyServedCertificates {
             for i in 0..cx.etcd.spec.replicas.max(0) as u32 {
                 let pod = names.pod(i);
                 let p = pods.get_opt(&pod).await.map_err(|e| StepError::from_kube("reading member pods", e))?;
-                let Some(url) = p.as_ref().and_then(|p| member_client_tls_url(p, &cx.etcd)) else {
-                    members.insert(pod, json!({"error": "the pod has no IP and no client TLS URL annotation"}));
+                let Some(p) = p else {
+                    members.insert(pod, json!({"error": "the pod does not exist"}));
                     continue;
                 };
+                // The member's client port as etcd_access reaches it: the published URL, its DNS name inside
+                // the cluster, or a port-forward through the API server from outside (never some other etcd on
+                // this machine's loopback).
+                let (url, _via, _bridge) = super::etcd_access::member_url(&cx.client, &cx.etcd, &p).await?;
                 match served_serial(&url, PROBE_TIMEOUT).await {
                     Ok(served) if served == issued => {
                         members.insert(pod, json!({"url": url, "servedSerial": served}));

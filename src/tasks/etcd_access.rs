@@ -147,7 +147,8 @@ async fn bridge(
                 let mut forwarder = match pods.portforward(&pod, &[port]).await {
                     Ok(f) => f,
                     Err(e) => {
-                        tracing::warn!(pod = %pod, error = %e, "port-forward failed");
+                        // The client on the local end sees the connection close and says so itself.
+                        tracing::debug!(pod = %pod, error = %e, "port-forward failed");
                         return;
                     }
                 };
@@ -164,6 +165,26 @@ async fn bridge(
     Ok(addr)
 }
 
+/// A URL that reaches the client port of member `pod` of `etcd` from this process (see the module doc): the
+/// route's own URL, or a loopback port-forward bridge that stays open while the returned guard lives. Also says
+/// how the member is reached, for messages.
+pub async fn member_url(
+    kube: &kube::Client,
+    etcd: &Etcd,
+    pod: &Pod,
+) -> Result<(String, String, Option<tokio_util::sync::DropGuard>), StepError> {
+    let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+    let scheme = if etcd.spec.etcd.client_url_tls.is_some() { "https" } else { "http" };
+    Ok(match route(etcd, pod, in_cluster()) {
+        Route::Direct(url) => (url.clone(), url, None),
+        Route::PortForward { pod: name, port } => {
+            let stop = CancellationToken::new();
+            let addr = bridge(kube, ns, &name, port, stop.clone()).await?;
+            (format!("{scheme}://{addr}"), format!("a port-forward to {name}:{port}"), Some(stop.drop_guard()))
+        }
+    })
+}
+
 /// Connects to the etcd of member pod `pod` of `etcd` (see the module doc). Connection failures are transient:
 /// the member may be restarting.
 pub async fn connect(kube: &kube::Client, etcd: &Etcd, pod: &str) -> Result<MemberConnection, StepError> {
@@ -173,15 +194,7 @@ pub async fn connect(kube: &kube::Client, etcd: &Etcd, pod: &str) -> Result<Memb
         .await
         .map_err(|e| StepError::from_kube(&format!("reading pod {pod}"), e))?;
     let tls = tls_options(kube, etcd).await?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let (url, via, guard) = match route(etcd, &pod_obj, in_cluster()) {
-        Route::Direct(url) => (url.clone(), url, None),
-        Route::PortForward { pod: name, port } => {
-            let stop = CancellationToken::new();
-            let addr = bridge(kube, ns, &name, port, stop.clone()).await?;
-            (format!("{scheme}://{addr}"), format!("a port-forward to {name}:{port}"), Some(stop.drop_guard()))
-        }
-    };
+    let (url, via, guard) = member_url(kube, etcd, &pod_obj).await?;
     let mut options =
         ConnectOptions::new().with_connect_timeout(Duration::from_secs(10)).with_timeout(Duration::from_secs(300));
     if let Some(tls) = tls {
