@@ -85,12 +85,25 @@ pub struct MemberConnection {
     _bridge: Option<tokio_util::sync::DropGuard>,
 }
 
-/// The client TLS of `etcd`, `None` without `spec.etcd.clientUrlTls`.
-async fn tls_options(kube: &kube::Client, etcd: &Etcd) -> Result<Option<TlsOptions>, StepError> {
-    let Some(tls) = etcd.spec.etcd.client_url_tls.as_ref() else { return Ok(None) };
-    let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+/// The PEM material a `TlsConfig` of an Etcd names (`spec.etcd.clientUrlTls`, `spec.backup.tls`): the CA bundle
+/// of `tlsCASecretRef` (key `dataKey`, `ca.crt` when unset, as etcd-druid mounts it) and the key pair
+/// (`tls.crt`, `tls.key`) of `clientTLSSecretRef` when set.
+pub(crate) struct TlsMaterial {
+    /// CA bundle (PEM).
+    pub ca: Vec<u8>,
+    /// Client certificate chain and key (PEM).
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Reads the [`TlsMaterial`] of `tls` for `etcd` (secrets default to the Etcd's namespace).
+pub(crate) async fn tls_material(
+    kube: &kube::Client,
+    etcd: &Etcd,
+    tls: &crate::api::etcd::TlsConfig,
+) -> Result<TlsMaterial, StepError> {
+    let etcd_ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
     let read = |r: &crate::api::etcd::SecretReference| {
-        let ns = r.namespace.clone().unwrap_or_else(|| ns.to_string());
+        let ns = r.namespace.clone().unwrap_or_else(|| etcd_ns.to_string());
         let name = r.name.clone();
         let kube = kube.clone();
         async move {
@@ -106,14 +119,28 @@ async fn tls_options(kube: &kube::Client, etcd: &Etcd) -> Result<Option<TlsOptio
             .map(|b| b.0.clone())
             .ok_or_else(|| StepError::Permanent(format!("secret {what} has no key {key:?}")))
     };
-    let ca_key = tls.tls_ca_secret_ref.data_key.clone().unwrap_or_else(|| "ca.crt".into());
     let (what, ca) = read(&tls.tls_ca_secret_ref).await?;
+    let ca = key(&ca, &what, tls.tls_ca_secret_ref.data_key.as_deref().unwrap_or("ca.crt"))?;
+    let client = match tls.client_tls_secret_ref.as_ref() {
+        Some(r) => {
+            let (what, pair) = read(r).await?;
+            Some((key(&pair, &what, "tls.crt")?, key(&pair, &what, "tls.key")?))
+        }
+        None => None,
+    };
+    Ok(TlsMaterial { ca, client })
+}
+
+/// The client TLS of `etcd`, `None` without `spec.etcd.clientUrlTls`.
+async fn tls_options(kube: &kube::Client, etcd: &Etcd) -> Result<Option<TlsOptions>, StepError> {
+    let Some(tls) = etcd.spec.etcd.client_url_tls.as_ref() else { return Ok(None) };
+    let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+    let material = tls_material(kube, etcd, tls).await?;
     let mut options = TlsOptions::new()
-        .ca_certificate(Certificate::from_pem(key(&ca, &what, &ca_key)?))
+        .ca_certificate(Certificate::from_pem(material.ca))
         .domain_name(format!("{}.{ns}.svc", etcd.managed_names().client_service()));
-    if let Some(client_ref) = tls.client_tls_secret_ref.as_ref() {
-        let (what, pair) = read(client_ref).await?;
-        options = options.identity(Identity::from_pem(key(&pair, &what, "tls.crt")?, key(&pair, &what, "tls.key")?));
+    if let Some((crt, key)) = material.client {
+        options = options.identity(Identity::from_pem(crt, key));
     }
     Ok(Some(options))
 }

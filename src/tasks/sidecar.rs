@@ -129,41 +129,24 @@ async fn post_direct_tls(client: &Client, etcd: &Etcd, url: &str) -> Result<Stri
     let action = format!("POST {url}");
     let tls = etcd.spec.backup.tls.as_ref().ok_or_else(|| StepError::Permanent("no spec.backup.tls".into()))?;
     let ns = etcd.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-    let secret = |r: &crate::api::etcd::SecretReference| {
-        let ns = r.namespace.clone().unwrap_or_else(|| ns.clone());
-        let (name, client) = (r.name.clone(), client.clone());
-        async move {
-            let s = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, &ns)
-                .get(&name)
-                .await
-                .map_err(|e| StepError::from_kube(&format!("reading secret {ns}/{name}"), e))?;
-            Ok::<_, StepError>((format!("{ns}/{name}"), s.data.unwrap_or_default()))
-        }
-    };
-    let key_of = |data: &std::collections::BTreeMap<String, k8s_openapi::ByteString>, what: &str, key: &str| {
-        data.get(key)
-            .map(|b| b.0.clone())
-            .ok_or_else(|| StepError::Permanent(format!("secret {what} has no key {key:?}")))
-    };
-    let (what, ca) = secret(&tls.tls_ca_secret_ref).await?;
-    let ca = key_of(&ca, &what, tls.tls_ca_secret_ref.data_key.as_deref().unwrap_or("ca.crt"))?;
+    let material = super::etcd_access::tls_material(client, etcd, tls).await?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&ca).filter_map(Result::ok) {
-        roots.add(cert).map_err(|e| StepError::Permanent(format!("the CA bundle of {what}: {e}")))?;
+    for cert in CertificateDer::pem_slice_iter(&material.ca).filter_map(Result::ok) {
+        roots.add(cert).map_err(|e| StepError::Permanent(format!("the CA bundle of spec.backup.tls: {e}")))?;
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| StepError::Permanent(e.to_string()))?
         .with_root_certificates(roots);
-    let config = match tls.client_tls_secret_ref.as_ref() {
-        Some(r) => {
-            let (what, pair) = secret(r).await?;
-            let chain =
-                CertificateDer::pem_slice_iter(&key_of(&pair, &what, "tls.crt")?).filter_map(Result::ok).collect();
-            let key = PrivateKeyDer::from_pem_slice(&key_of(&pair, &what, "tls.key")?)
-                .map_err(|e| StepError::Permanent(format!("tls.key of {what}: {e}")))?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| StepError::Permanent(format!("{what}: {e}")))?
+    let config = match material.client {
+        Some((crt, key)) => {
+            let chain = CertificateDer::pem_slice_iter(&crt).filter_map(Result::ok).collect();
+            let key = PrivateKeyDer::from_pem_slice(&key)
+                .map_err(|e| StepError::Permanent(format!("the client key of spec.backup.tls: {e}")))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| StepError::Permanent(format!("the client key pair of spec.backup.tls: {e}")))?
         }
         None => builder.with_no_client_auth(),
     };

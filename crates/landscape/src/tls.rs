@@ -15,19 +15,26 @@ use super::Ctx;
 use crate::etcd::process::ClientTls;
 use druid_api::Etcd;
 
-/// The client TLS listener for pod `ns/pod` of Etcd `etcd`: `Ok(None)` when the Etcd has no client TLS;
-/// `Err(message)` while the secret cannot be mounted.
-pub(crate) async fn client_tls(ctx: &Ctx, ns: &str, etcd: &str, pod: &str) -> Result<Option<ClientTls>, String> {
+/// The Etcd `ns/etcd` and the server key pair (`tls.crt`, `tls.key` PEM) of the `TlsConfig` `which` picks from
+/// it, as the kubelet mounts it into `volume`: `Ok(None)` when the Etcd has no such TLS; `Err(message)` while
+/// the secret cannot be mounted.
+async fn mounted_key_pair(
+    ctx: &Ctx,
+    ns: &str,
+    etcd: &str,
+    volume: &str,
+    which: impl Fn(&Etcd) -> Option<druid_api::etcd::TlsConfig>,
+) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
     let client = ctx.clients.backup_restore.clone();
     let obj = Api::<Etcd>::namespaced(client.clone(), ns)
         .get_opt(etcd)
         .await
         .map_err(|e| format!("reading etcd {ns}/{etcd}: {e}"))?
         .ok_or_else(|| format!("etcd {ns}/{etcd} not found"))?;
-    let Some(tls) = obj.spec.etcd.client_url_tls.as_ref() else { return Ok(None) };
+    let Some(tls) = which(&obj) else { return Ok(None) };
     let secret_ns = tls.server_tls_secret_ref.namespace.clone().unwrap_or_else(|| ns.to_string());
     let name = &tls.server_tls_secret_ref.name;
-    let missing = |what: &str| format!("MountVolume.SetUp failed for volume \"client-url-etcd-server-tls\": {what}");
+    let missing = |what: &str| format!("MountVolume.SetUp failed for volume \"{volume}\": {what}");
     let secret = Api::<Secret>::namespaced(client, &secret_ns)
         .get_opt(name)
         .await
@@ -37,10 +44,19 @@ pub(crate) async fn client_tls(ctx: &Ctx, ns: &str, etcd: &str, pod: &str) -> Re
     let (Some(crt), Some(key)) = (data.get("tls.crt"), data.get("tls.key")) else {
         return Err(missing(&format!("secret {name:?} has no tls.crt and tls.key")));
     };
+    Ok(Some((crt.0.clone(), key.0.clone())))
+}
+
+/// The client TLS listener for pod `ns/pod` of Etcd `etcd`: `Ok(None)` when the Etcd has no client TLS;
+/// `Err(message)` while the secret cannot be mounted.
+pub(crate) async fn client_tls(ctx: &Ctx, ns: &str, etcd: &str, pod: &str) -> Result<Option<ClientTls>, String> {
+    let pair =
+        mounted_key_pair(ctx, ns, etcd, "client-url-etcd-server-tls", |e| e.spec.etcd.client_url_tls.clone()).await?;
+    let Some((crt, key)) = pair else { return Ok(None) };
     let dir = ctx.opts.state_dir.join("tls").join(ns).join(pod);
     let cert_file = dir.join("tls.crt");
     let key_file = dir.join("tls.key");
-    write(&dir, &cert_file, &crt.0, 0o644).and_then(|_| write(&dir, &key_file, &key.0, 0o600))?;
+    write(&dir, &cert_file, &crt, 0o644).and_then(|_| write(&dir, &key_file, &key, 0o600))?;
     Ok(Some(ClientTls { port: ctx.tls_port(ns, pod), cert_file, key_file }))
 }
 
@@ -62,33 +78,18 @@ pub(crate) async fn backup_server_tls(
     use tokio_rustls::rustls;
     use tokio_rustls::rustls::pki_types::pem::PemObject;
     use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let client = ctx.clients.backup_restore.clone();
-    let obj = Api::<Etcd>::namespaced(client.clone(), ns)
-        .get_opt(etcd)
-        .await
-        .map_err(|e| format!("reading etcd {ns}/{etcd}: {e}"))?
-        .ok_or_else(|| format!("etcd {ns}/{etcd} not found"))?;
-    let Some(tls) = obj.spec.backup.tls.as_ref() else { return Ok(None) };
-    let secret_ns = tls.server_tls_secret_ref.namespace.clone().unwrap_or_else(|| ns.to_string());
-    let name = &tls.server_tls_secret_ref.name;
-    let missing = |what: &str| format!("MountVolume.SetUp failed for volume \"backup-restore-server-tls\": {what}");
-    let secret = Api::<Secret>::namespaced(client, &secret_ns)
-        .get_opt(name)
-        .await
-        .map_err(|e| missing(&format!("reading secret {name:?}: {e}")))?
-        .ok_or_else(|| missing(&format!("secret {name:?} not found")))?;
-    let data = secret.data.unwrap_or_default();
-    let (Some(crt), Some(key)) = (data.get("tls.crt"), data.get("tls.key")) else {
-        return Err(missing(&format!("secret {name:?} has no tls.crt and tls.key")));
+    let volume = "backup-restore-server-tls";
+    let Some((crt, key)) = mounted_key_pair(ctx, ns, etcd, volume, |e| e.spec.backup.tls.clone()).await? else {
+        return Ok(None);
     };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&crt.0).filter_map(Result::ok).collect();
-    let key = PrivateKeyDer::from_pem_slice(&key.0).map_err(|e| missing(&format!("tls.key of {name:?}: {e}")))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&crt).filter_map(Result::ok).collect();
+    let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| format!("tls.key of {volume}: {e}"))?;
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| missing(&format!("key pair of {name:?}: {e}")))?;
+        .map_err(|e| format!("key pair of {volume}: {e}"))?;
     Ok(Some(std::sync::Arc::new(config)))
 }
