@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use druidctl::api::{EtcdOperatorTask, TaskState};
 use kube::api::{Api, ListParams};
 use kube_sim::{ApiServer, HttpEndpoint};
-use tasks_support::{NS, Sidecar, landscape, lose_quorum};
+use tasks_support::{NS, Served, Sidecar, lose_quorum};
 
 struct Cli {
     server: ApiServer,
@@ -18,12 +18,7 @@ struct Cli {
 
 impl Cli {
     async fn start() -> (Cli, Sidecar) {
-        let server = landscape().await;
-        let sidecar = Sidecar::default();
-        sidecar.start(&server).await;
-        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("config"), server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
+        let Served { server, endpoint, dir, sidecar } = Served::start().await;
         (Cli { server, _endpoint: endpoint, dir }, sidecar)
     }
 

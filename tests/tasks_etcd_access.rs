@@ -5,7 +5,7 @@
 //! unless `DRUIDCTL_REQUIRE_ETCD=1`).
 
 use crate::cli_support;
-use crate::tasks_support::{ETCD, NS, Reach, Sidecar, landscape, real_member_etcd};
+use crate::tasks_support::{ETCD, NS, Reach, Served, landscape, real_member_etcd};
 
 use druidctl::api::EtcdOperatorTask;
 use kube::Api;
@@ -13,17 +13,13 @@ use kube::api::ListParams;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_and_defragmentation_go_through_a_port_forward_with_the_etcds_client_tls() {
-    let server = landscape().await;
-    Sidecar::default().start(&server).await;
-    let Some((member, _dir)) =
+    let Served { server, endpoint: _endpoint, dir, sidecar: _sidecar } = Served::start().await;
+    let Some((member, _member_dir)) =
         real_member_etcd(&server, "maintenance through pods/portforward", Reach::PortForward).await
     else {
         return;
     };
-    let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("config");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
     server.request_log().clear();
 
     let out = cli_support::run_with(

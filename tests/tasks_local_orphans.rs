@@ -15,7 +15,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube_sim::{ApiServer, HttpEndpoint};
 use serde_json::json;
-use tasks_support::{NS, Sidecar, landscape};
+use tasks_support::{NS, Served, Sidecar};
 
 struct Cli {
     server: ApiServer,
@@ -36,12 +36,7 @@ impl Drop for Proc {
 
 impl Cli {
     async fn start() -> Cli {
-        let server = landscape().await;
-        let sidecar = Sidecar::default();
-        sidecar.start(&server).await;
-        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("config"), server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
+        let Served { server, endpoint, dir, sidecar } = Served::start().await;
         Cli { server, _endpoint: endpoint, dir, sidecar }
     }
 

@@ -416,13 +416,7 @@ impl Printable for TaskList {
         t
     }
     fn document(&self) -> serde_json::Value {
-        let items: Vec<serde_json::Value> =
-            self.0.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
-        if items.len() == 1 {
-            items.into_iter().next().unwrap_or_default()
-        } else {
-            druidctl::output::list_document(items)
-        }
+        druidctl::output::objects_document(&self.0)
     }
     fn names(&self) -> Vec<String> {
         self.0
@@ -471,13 +465,7 @@ impl Printable for OpsTaskList {
         t
     }
     fn document(&self) -> serde_json::Value {
-        let items: Vec<serde_json::Value> =
-            self.0.iter().map(|t| serde_json::to_value(t).unwrap_or_default()).collect();
-        if items.len() == 1 {
-            items.into_iter().next().unwrap_or_default()
-        } else {
-            druidctl::output::list_document(items)
-        }
+        druidctl::output::objects_document(&self.0)
     }
     fn names(&self) -> Vec<String> {
         self.0

@@ -219,6 +219,13 @@ pub fn list_document(items: Vec<serde_json::Value>) -> serde_json::Value {
     serde_json::json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": items })
 }
 
+/// Objects as `-o json|yaml` shows them: one object alone, several as a `v1` `List` (as kubectl does).
+pub fn objects_document<T: serde::Serialize>(objects: &[T]) -> serde_json::Value {
+    let mut items: Vec<serde_json::Value> =
+        objects.iter().map(|o| serde_json::to_value(o).unwrap_or_default()).collect();
+    if items.len() == 1 { items.pop().unwrap_or_default() } else { list_document(items) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,27 @@ pub async fn landscape() -> ApiServer {
     server
 }
 
+/// The fake landscape with its sidecar, served over HTTP, and a directory whose `config` is an admin kubeconfig
+/// for it (namespace [`NS`]): what tests of the real binary run against.
+pub struct Served {
+    pub server: ApiServer,
+    pub endpoint: kube_sim::HttpEndpoint,
+    pub dir: tempfile::TempDir,
+    pub sidecar: Sidecar,
+}
+
+impl Served {
+    pub async fn start() -> Served {
+        let server = landscape().await;
+        let sidecar = Sidecar::default();
+        sidecar.start(&server).await;
+        let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config"), server.kubeconfig_yaml(&endpoint.url, "admin", Some(NS))).unwrap();
+        Served { server, endpoint, dir, sidecar }
+    }
+}
+
 /// A fake leading backup sidecar: `/snapshot/full|delta` renew the snapshot lease like backup-restore does.
 #[derive(Clone, Default)]
 pub struct Sidecar {
