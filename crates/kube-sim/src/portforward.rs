@@ -1,10 +1,11 @@
-//! `pods/portforward` over WebSocket, the protocol kube-rs and kubectl (since 1.31) speak: a `GET
+//! `pods/portforward` over WebSocket, the protocol kube-rs speaks: a `GET
 //! /api/v1/namespaces/N/pods/NAME/portforward?ports=P[,P…]` upgraded to a WebSocket with subprotocol
 //! `v4.channel.k8s.io`. Every binary message starts with a channel byte: port `i` has data channel `2i` and
 //! error channel `2i+1`; the server first sends each channel's port number (two bytes, little endian), then
-//! relays data (kubelet `pkg/kubelet/cri/streaming/portforward/websocket.go`). Authorization is `get` on
-//! `pods/portforward`, and `create` as well, as kube-apiserver checks for WebSocket upgrades of the streaming
-//! subresources since 1.35 (`AuthorizePodWebsocketUpgradeCreatePermission`).
+//! relays data (the frames kube-client's `api/portforward.rs` reads: a 3-byte initial frame per channel, then
+//! data). Authorization is `get` on `pods/portforward`, and `create` as well, as kube-apiserver checks for
+//! WebSocket upgrades of exec, attach and portforward since 1.35 (`AuthorizePodWebsocketUpgradeCreatePermission`,
+//! beta and on by default, kubernetes `pkg/features/kube_features.go`).
 //!
 //! Each port is dialled at the loopback backend registered for the pod with
 //! [`ApiServer::register_pod_backend`], the same registry as the pod proxy; there is no kubelet. Only the
