@@ -280,14 +280,23 @@ impl Context {
 
     /// Connects to the cluster as kubectl would.
     pub async fn connect(&self) -> Result<Cluster, druidctl::kube::ClusterError> {
-        connect(&AccessOptions {
+        connect(&self.access()).await
+    }
+
+    /// Connects for reads that go out concurrently: over one HTTP/2 connection where the server offers it
+    /// ([`druidctl::kube::connect_for_reads`]).
+    pub async fn connect_for_reads(&self) -> Result<Cluster, druidctl::kube::ClusterError> {
+        druidctl::kube::connect_for_reads(&self.access()).await
+    }
+
+    fn access(&self) -> AccessOptions {
+        AccessOptions {
             kubeconfig: self.global.kubeconfig.clone(),
             context: self.global.context.clone(),
             namespace: self.global.namespace.clone(),
             request_timeout: self.global.request_timeout.0,
             prefer_in_cluster: false,
-        })
-        .await
+        }
     }
 
     /// Checks target flags that need no cluster (so bad input fails before connecting).

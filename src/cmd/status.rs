@@ -69,13 +69,14 @@ fn print(ctx: &mut Context, reports: &[HealthReport], targets: &Targets) -> anyh
 /// Runs `status`.
 pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
     ctx.check_targets(&args.targets.etcds, WhenUnnamed::ListAll)?;
-    let cluster = ctx.connect().await?;
     if !args.watch {
+        let cluster = ctx.connect_for_reads().await?;
         let (reports, targets) = reports(ctx, &cluster, &args.targets.etcds).await?;
         print(ctx, &reports, &targets)?;
         health::require_healthy(&reports)?;
         return Ok(());
     }
+    let cluster = ctx.connect().await?;
     let clear =
         std::io::stdout().is_terminal() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
     let mut last: Option<String> = None;

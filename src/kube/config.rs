@@ -196,6 +196,63 @@ pub async fn connect(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
     Ok(Cluster { client, namespace, context, server })
 }
 
+/// Connects as [`connect`] does, with a client that sends concurrent requests over one HTTP/2 connection
+/// when the server offers HTTP/2 (TLS with ALPN `h2`, as kube-apiserver does; client-go negotiates it the same
+/// way, `k8s.io/client-go/transport` via Go's `net/http`), and over HTTP/1.1 otherwise. kube's own connector
+/// is HTTP/1.1 only, so each concurrent request costs a TCP connection and a TLS handshake of its own.
+///
+/// For reads only: WebSocket upgrades (port-forward) need HTTP/1.1, so commands that open them use [`connect`].
+pub async fn connect_for_reads(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
+    let (config, context) = resolve_config(opts).await?;
+    let namespace = config.default_namespace.clone();
+    let server = config.cluster_url.to_string();
+    let _ = IN_FORCE.set((
+        server.trim_end_matches('/').to_string(),
+        opts.request_timeout.unwrap_or(DEFAULT_READ_TIMEOUT),
+        opts.request_timeout.is_none(),
+    ));
+    let client = multiplexed_client(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
+    Ok(Cluster { client, namespace, context, server })
+}
+
+/// The client of [`connect_for_reads`]: kube's stack (base URI, credentials, headers, timeouts) over a
+/// connector that offers `h2` and `http/1.1` by ALPN. A proxy in the kubeconfig keeps kube's own builder,
+/// which knows how to tunnel.
+fn multiplexed_client(config: Config) -> Result<Client, kube::Error> {
+    use kube::client::ConfigExt;
+    use tower::ServiceBuilder;
+
+    if config.proxy_url.is_some() {
+        return Client::try_from(config);
+    }
+    // The connector offers `h2` and `http/1.1` by ALPN itself (`enable_all_versions`).
+    let tls = config.rustls_client_config()?;
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
+    let builder = match &config.tls_server_name {
+        Some(name) => {
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(name.clone())
+                .map_err(|e| kube::Error::Service(format!("tls-server-name {name:?}: {e}").into()))?;
+            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    let mut connector = hyper_timeout::TimeoutConnector::new(builder.enable_all_versions().wrap_connector(http));
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    let http_client: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(http_client);
+    Ok(Client::new(service, config.default_namespace))
+}
+
 /// Parses kubectl's `--request-timeout`: `0` (no limit), a plain number of seconds, or a duration such as
 /// `500ms`, `30s`, `5m`, `1h`, `1m30s`.
 pub fn parse_request_timeout(text: &str) -> Result<Option<Duration>, String> {
@@ -296,5 +353,81 @@ mod tests {
         let ua = user_agent();
         assert!(ua.starts_with(&format!("druidctl/{} (", env!("CARGO_PKG_VERSION"))), "{ua}");
         assert!(ua.ends_with(')') && ua.contains('/'), "{ua}");
+    }
+
+    /// A TLS server that speaks only HTTP/2 (ALPN `h2`, as kube-apiserver offers it) and counts connections:
+    /// one read followed by four concurrent LISTs must share a single connection.
+    #[tokio::test]
+    async fn concurrent_reads_share_one_http2_connection() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use base64::Engine;
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::api::{Api, ListParams};
+        use tokio_rustls::rustls;
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().self_signed(&key).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(cert.der().to_vec())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+        server.alpn_protocols = vec![b"h2".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let service = hyper::service::service_fn(|_req| async {
+                        let body = r#"{"apiVersion":"v1","kind":"ConfigMapList","metadata":{},"items":[]}"#;
+                        Ok::<_, std::convert::Infallible>(
+                            http::Response::builder()
+                                .header("content-type", "application/json")
+                                .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                                .unwrap(),
+                        )
+                    });
+                    let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let ca = base64::engine::general_purpose::STANDARD.encode(cert.pem());
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: \
+                 https://127.0.0.1:{port}\n    certificate-authority-data: {ca}\ncontexts:\n- name: c\n  context:\n    \
+                 cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: t\n"
+            ),
+        )
+        .unwrap();
+        let opts = AccessOptions { kubeconfig: Some(kubeconfig), ..Default::default() };
+        let cluster = connect_for_reads(&opts).await.unwrap();
+        let api: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "ns");
+        let lp = ListParams::default();
+        api.list(&lp).await.unwrap();
+        let lists = (0..4).map(|_| api.list(&lp));
+        for result in futures::future::join_all(lists).await {
+            result.unwrap();
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "five reads over one HTTP/2 connection");
     }
 }

@@ -11,6 +11,6 @@ pub mod inventory;
 pub mod target;
 pub mod wait;
 
-pub use config::{AccessOptions, Cluster, connect};
+pub use config::{AccessOptions, Cluster, connect, connect_for_reads};
 pub use error::ClusterError;
 pub use target::{ObjectKey, TargetArgs, Targets, UsageError};
