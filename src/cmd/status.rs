@@ -31,9 +31,15 @@ async fn reports(
     names: &[String],
 ) -> anyhow::Result<(Vec<HealthReport>, Targets)> {
     let targets = ctx.targets(cluster, names, WhenUnnamed::ListAll)?;
-    let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
-    let cluster_wide = matches!(targets, druidctl::kube::target::Targets::AllNamespaces { .. });
-    let inputs = health::collect_many(&cluster.client, etcds, cluster_wide).await?;
+    let inputs = match &targets {
+        // Named: the GETs and the LISTs in one round trip.
+        Targets::Named(keys) => health::collect_named(&cluster.client, keys).await?,
+        _ => {
+            let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
+            let cluster_wide = matches!(targets, Targets::AllNamespaces { .. });
+            health::collect_many(&cluster.client, etcds, cluster_wide).await?
+        }
+    };
     let now = jiff::Timestamp::now();
     Ok((inputs.iter().map(|i| health::assess(i, now)).collect(), targets))
 }

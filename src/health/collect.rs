@@ -20,6 +20,7 @@ use crate::api::names::{LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY_DRUID};
 use crate::api::{Etcd, EtcdOperatorTask};
 use crate::kube::ClusterError;
 use crate::kube::error::Subject;
+use crate::kube::target::ObjectKey;
 
 /// Where one set of LISTs reads: one namespace, or every namespace at once.
 #[derive(Debug, Clone, Copy)]
@@ -127,26 +128,49 @@ struct Listed {
     tasks: Option<Vec<EtcdOperatorTask>>,
 }
 
-async fn list_scope(client: &Client, scope: Scope<'_>, etcds: &[&Etcd]) -> Result<Listed, ClusterError> {
-    let names: BTreeSet<&str> = etcds.iter().filter_map(|e| e.metadata.name.as_deref()).collect();
-    let selector = pod_selector(&names);
-    let (mut pod_keys, mut pvc_keys, mut lease_keys, mut etcd_keys) =
-        (HashSet::new(), HashSet::new(), HashSet::new(), HashSet::new());
-    for e in etcds {
-        let ns = e.metadata.namespace.clone().unwrap_or_default();
-        let names = e.managed_names();
-        let n = u32::try_from(e.spec.replicas.max(0)).unwrap_or(0);
-        for i in 0..n {
-            pod_keys.insert((ns.clone(), names.pod(i)));
-            pvc_keys.insert((ns.clone(), names.pvc(i)));
-            lease_keys.insert((ns.clone(), names.member_lease(i)));
+/// The names etcd-druid derives for a set of Etcds: what a scope's LISTs are filtered down to.
+struct Wanted {
+    pods: HashSet<(String, String)>,
+    pvcs: HashSet<(String, String)>,
+    leases: HashSet<(String, String)>,
+    etcds: HashSet<(String, String)>,
+}
+
+impl Wanted {
+    fn of(etcds: &[&Etcd]) -> Wanted {
+        let mut w =
+            Wanted { pods: HashSet::new(), pvcs: HashSet::new(), leases: HashSet::new(), etcds: HashSet::new() };
+        for e in etcds {
+            let ns = e.metadata.namespace.clone().unwrap_or_default();
+            let names = e.managed_names();
+            let n = u32::try_from(e.spec.replicas.max(0)).unwrap_or(0);
+            for i in 0..n {
+                w.pods.insert((ns.clone(), names.pod(i)));
+                w.pvcs.insert((ns.clone(), names.pvc(i)));
+                w.leases.insert((ns.clone(), names.member_lease(i)));
+            }
+            w.leases.insert((ns.clone(), names.full_snapshot_lease()));
+            w.leases.insert((ns.clone(), names.delta_snapshot_lease()));
+            w.etcds.insert((ns, e.metadata.name.clone().unwrap_or_default()));
         }
-        lease_keys.insert((ns.clone(), names.full_snapshot_lease()));
-        lease_keys.insert((ns.clone(), names.delta_snapshot_lease()));
-        etcd_keys.insert((ns, e.metadata.name.clone().unwrap_or_default()));
+        w
     }
+
+    fn task(&self, t: &EtcdOperatorTask) -> bool {
+        self.etcds.iter().any(|(ns, name)| t.targets(ns, name))
+    }
+}
+
+/// One LIST per kind in `scope`, concurrently; with `wanted`, only those objects are kept while the pages are
+/// read, without it everything is (and filtered later, see [`collect_named`]).
+async fn list_scope(
+    client: &Client,
+    scope: Scope<'_>,
+    pod_selector: &str,
+    wanted: Option<&Wanted>,
+) -> Result<Listed, ClusterError> {
     let tasks = async {
-        let keep = |t: &EtcdOperatorTask| etcd_keys.iter().any(|(ns, name)| t.targets(ns, name));
+        let keep = |t: &EtcdOperatorTask| wanted.is_none_or(|w| w.task(t));
         match list::<EtcdOperatorTask>(client, scope, "EtcdOperatorTask", None, keep).await {
             Ok(items) => Ok(Some(items)),
             Err(ClusterError::ApiMissing { .. }) => Ok(None),
@@ -154,9 +178,11 @@ async fn list_scope(client: &Client, scope: Scope<'_>, etcds: &[&Etcd]) -> Resul
         }
     };
     let (pods, pvcs, leases, tasks) = tokio::try_join!(
-        list::<Pod>(client, scope, "pod", Some(&selector), |o| wanted(&pod_keys, o)),
-        list::<PersistentVolumeClaim>(client, scope, "persistentvolumeclaim", None, |o| wanted(&pvc_keys, o)),
-        list::<Lease>(client, scope, "lease", None, |o| wanted(&lease_keys, o)),
+        list::<Pod>(client, scope, "pod", Some(pod_selector), |o| wanted.is_none_or(|w| self::wanted(&w.pods, o))),
+        list::<PersistentVolumeClaim>(client, scope, "persistentvolumeclaim", None, |o| {
+            wanted.is_none_or(|w| self::wanted(&w.pvcs, o))
+        }),
+        list::<Lease>(client, scope, "lease", None, |o| wanted.is_none_or(|w| self::wanted(&w.leases, o))),
         tasks,
     )?;
     Ok(Listed { pods: by_key(pods), pvcs: by_key(pvcs), leases: by_key(leases), tasks })
@@ -204,14 +230,18 @@ pub async fn collect_many(
         return Ok(Vec::new());
     }
     let namespaces: BTreeSet<String> = etcds.iter().map(|e| e.metadata.namespace.clone().unwrap_or_default()).collect();
+    let scoped = |refs: Vec<&Etcd>| {
+        let names: BTreeSet<&str> = refs.iter().filter_map(|e| e.metadata.name.as_deref()).collect();
+        (pod_selector(&names), Wanted::of(&refs))
+    };
     let listed: Vec<Listed> = if cluster_wide && namespaces.len() > 1 {
-        let refs: Vec<&Etcd> = etcds.iter().collect();
-        vec![list_scope(client, Scope::Cluster, &refs).await?]
+        let (selector, wanted) = scoped(etcds.iter().collect());
+        vec![list_scope(client, Scope::Cluster, &selector, Some(&wanted)).await?]
     } else {
         futures::future::try_join_all(namespaces.iter().map(|ns| {
-            let refs: Vec<&Etcd> =
-                etcds.iter().filter(|e| e.metadata.namespace.as_deref().unwrap_or_default() == ns).collect();
-            async move { list_scope(client, Scope::Namespace(ns), &refs).await }
+            let (selector, wanted) =
+                scoped(etcds.iter().filter(|e| e.metadata.namespace.as_deref().unwrap_or_default() == ns).collect());
+            async move { list_scope(client, Scope::Namespace(ns), &selector, Some(&wanted)).await }
         }))
         .await?
     };
@@ -220,4 +250,48 @@ pub async fn collect_many(
         namespaces.iter().enumerate().map(|(i, ns)| (ns, if listed.len() == 1 { 0 } else { i })).collect();
     let order: Vec<usize> = etcds.iter().map(|e| index[&e.metadata.namespace.clone().unwrap_or_default()]).collect();
     Ok(etcds.into_iter().zip(order).map(|(e, i)| split(&listed[i], e)).collect())
+}
+
+/// Reads the Etcds named by `keys` and their inputs in one round trip per namespace: each namespace's LISTs go
+/// out together with the GETs of its Etcds (the pod selector needs only the names) and are filtered to the
+/// names etcd-druid derives once the Etcds are in. Used when the user named the Etcds, so a namespace's
+/// LISTs are held unfiltered only for the few milliseconds of a GET.
+///
+/// Errors come in a fixed order whatever answers first: a failed GET (a missing Etcd, with its hint) before a
+/// failed LIST.
+pub async fn collect_named(client: &Client, keys: &[ObjectKey]) -> Result<Vec<HealthInputs>, ClusterError> {
+    let namespaces: BTreeSet<&str> = keys.iter().map(|k| k.namespace.as_str()).collect();
+    let per_namespace = futures::future::join_all(namespaces.iter().map(|ns| async move {
+        let mine: Vec<&ObjectKey> = keys.iter().filter(|k| k.namespace == *ns).collect();
+        let names: BTreeSet<&str> = mine.iter().map(|k| k.name.as_str()).collect();
+        let selector = pod_selector(&names);
+        let (etcds, listed) = tokio::join!(
+            futures::future::join_all(mine.iter().map(|k| crate::kube::etcds::get(client, k))),
+            list_scope(client, Scope::Namespace(ns), &selector, None),
+        );
+        let etcds: Vec<Etcd> = etcds.into_iter().collect::<Result<_, _>>()?;
+        let mut listed = listed?;
+        let wanted = Wanted::of(&etcds.iter().collect::<Vec<_>>());
+        listed.pods.retain(|k, _| wanted.pods.contains(k));
+        listed.pvcs.retain(|k, _| wanted.pvcs.contains(k));
+        listed.leases.retain(|k, _| wanted.leases.contains(k));
+        if let Some(tasks) = listed.tasks.as_mut() {
+            tasks.retain(|t| wanted.task(t));
+        }
+        Ok::<_, ClusterError>((*ns, etcds, listed))
+    }))
+    .await;
+    let mut by_ns = BTreeMap::new();
+    for result in per_namespace {
+        let (ns, etcds, listed) = result?;
+        by_ns.insert(ns, (etcds, listed));
+    }
+    // In the order the user named them.
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let (etcds, listed) = &by_ns[key.namespace.as_str()];
+        let etcd = etcds.iter().find(|e| e.metadata.name.as_deref() == Some(key.name.as_str())).cloned();
+        out.extend(etcd.map(|e| split(listed, e)));
+    }
+    Ok(out)
 }
