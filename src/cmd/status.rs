@@ -34,10 +34,12 @@ async fn reports(
     let inputs = match &targets {
         // Named: the GETs and the LISTs in one round trip.
         Targets::Named(keys) => health::collect_named(&cluster.client, keys).await?,
-        _ => {
-            let etcds = druidctl::kube::etcds::resolve(&cluster.client, &targets).await?;
-            let cluster_wide = matches!(targets, Targets::AllNamespaces { .. });
-            health::collect_many(&cluster.client, etcds, cluster_wide).await?
+        // Every Etcd of a namespace or of the cluster: the LIST of the Etcds and the others in one round trip.
+        Targets::Namespace { namespace, selector } => {
+            health::collect_listed(&cluster.client, Some(namespace), selector.as_deref()).await?
+        }
+        Targets::AllNamespaces { selector } => {
+            health::collect_listed(&cluster.client, None, selector.as_deref()).await?
         }
     };
     let now = jiff::Timestamp::now();

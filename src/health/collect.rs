@@ -69,6 +69,10 @@ where
     if let Some(s) = selector {
         lp = lp.labels(s);
     }
+    if matches!(scope, Scope::Cluster) && kind == "lease" {
+        // Every node renews a lease in `kube-node-lease` (kubelet's heartbeat); none of them is an Etcd's.
+        lp = lp.fields("metadata.namespace!=kube-node-lease");
+    }
     let api = scope.api::<K>(client);
     let mut kept = Vec::new();
     loop {
@@ -188,6 +192,18 @@ async fn list_scope(
     Ok(Listed { pods: by_key(pods), pvcs: by_key(pvcs), leases: by_key(leases), tasks })
 }
 
+impl Listed {
+    /// Keeps only the objects of `wanted`.
+    fn retain(&mut self, wanted: &Wanted) {
+        self.pods.retain(|k, _| wanted.pods.contains(k));
+        self.pvcs.retain(|k, _| wanted.pvcs.contains(k));
+        self.leases.retain(|k, _| wanted.leases.contains(k));
+        if let Some(tasks) = self.tasks.as_mut() {
+            tasks.retain(|t| wanted.task(t));
+        }
+    }
+}
+
 /// The inputs of `etcd`, taken out of the scope's LISTs by the names etcd-druid derives (in ordinal order, as
 /// the GETs used to return them).
 fn split(listed: &Listed, etcd: Etcd) -> HealthInputs {
@@ -271,13 +287,7 @@ pub async fn collect_named(client: &Client, keys: &[ObjectKey]) -> Result<Vec<He
         );
         let etcds: Vec<Etcd> = etcds.into_iter().collect::<Result<_, _>>()?;
         let mut listed = listed?;
-        let wanted = Wanted::of(&etcds.iter().collect::<Vec<_>>());
-        listed.pods.retain(|k, _| wanted.pods.contains(k));
-        listed.pvcs.retain(|k, _| wanted.pvcs.contains(k));
-        listed.leases.retain(|k, _| wanted.leases.contains(k));
-        if let Some(tasks) = listed.tasks.as_mut() {
-            tasks.retain(|t| wanted.task(t));
-        }
+        listed.retain(&Wanted::of(&etcds.iter().collect::<Vec<_>>()));
         Ok::<_, ClusterError>((*ns, etcds, listed))
     }))
     .await;
@@ -294,4 +304,36 @@ pub async fn collect_named(client: &Client, keys: &[ObjectKey]) -> Result<Vec<He
         out.extend(etcd.map(|e| split(listed, e)));
     }
     Ok(out)
+}
+
+/// Reads every Etcd of a namespace (`Some`) or of the cluster (`None`), optionally by label selector, and their
+/// inputs in one round trip: the LIST of the Etcds goes out together with one LIST per kind of the same scope
+/// (pods by etcd-druid's `managed-by` label), whose pages are filtered to the names etcd-druid derives once the
+/// Etcds are in. Returns the Etcds in namespace/name order.
+pub async fn collect_listed(
+    client: &Client,
+    namespace: Option<&str>,
+    etcd_selector: Option<&str>,
+) -> Result<Vec<HealthInputs>, ClusterError> {
+    let (scope, targets) = match namespace {
+        Some(ns) => (
+            Scope::Namespace(ns),
+            crate::kube::target::Targets::Namespace {
+                namespace: ns.to_string(),
+                selector: etcd_selector.map(str::to_string),
+            },
+        ),
+        None => (
+            Scope::Cluster,
+            crate::kube::target::Targets::AllNamespaces { selector: etcd_selector.map(str::to_string) },
+        ),
+    };
+    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY_DRUID}");
+    // Errors in a fixed order whatever answers first: the Etcds' LIST before the others.
+    let (etcds, listed) =
+        tokio::join!(crate::kube::etcds::resolve(client, &targets), list_scope(client, scope, &selector, None));
+    let etcds = etcds?;
+    let mut listed = listed?;
+    listed.retain(&Wanted::of(&etcds.iter().collect::<Vec<_>>()));
+    Ok(etcds.into_iter().map(|e| split(&listed, e)).collect())
 }

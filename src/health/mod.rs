@@ -10,7 +10,7 @@ pub mod model;
 pub mod quorum;
 
 pub use assess::{HealthInputs, assess};
-pub use collect::{collect, collect_many, collect_named};
+pub use collect::{collect, collect_listed, collect_many, collect_named};
 pub use model::{HealthReport, Verdict};
 pub use quorum::Quorum;
 
