@@ -496,30 +496,41 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
     }
 }
 
-/// Node for a new pod in `ns`: a Ready Node backed by a live Machine of `ns` that hosts no pod in `taken`
-/// (first by name); `playground-node` when `ns` has no Machines (landscapes without MCM); `None` (the pod stays
-/// unschedulable for now, as with a real scheduler) while Machines exist but no Node fits, e.g. while a
-/// replacement node is not Ready yet.
+/// Node for a new pod in `ns`: a Ready, schedulable Node not being deleted that hosts no pod in `taken` (first by
+/// name) and belongs to `ns`'s machines — backed by a live Machine of `ns` when Machines are in this cluster, else
+/// (MCM's Machines in another cluster) a Node MCM made for `ns` (provider ID `playground:///<ns>/…`);
+/// `playground-node` when `ns` has neither (landscapes without MCM); `None` (the pod stays unschedulable for now,
+/// as with a real scheduler) while such Nodes exist but none fits, e.g. while a replacement node is not Ready yet.
 pub(crate) async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String> {
-    let machines =
-        match Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns).list(&ListParams::default()).await {
-            Ok(l) if !l.items.is_empty() => l.items,
-            _ => return Some("playground-node".into()),
-        };
+    let machines = Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
     let nodes = Api::<Node>::all(ctx.clients.statefulset.clone())
         .list(&ListParams::default())
         .await
         .map(|l| l.items)
         .unwrap_or_default();
+    let prefix = format!("playground:///{ns}/");
+    let of_ns = |n: &Node| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| p.starts_with(&prefix));
+    if machines.is_empty() && !nodes.iter().any(of_ns) {
+        return Some("playground-node".into());
+    }
     let mut fit: Vec<String> = nodes
         .iter()
         .filter(|n| n.metadata.deletion_timestamp.is_none() && node_ready(n))
         .filter(|n| !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
+        .filter(|n| {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            if machines.is_empty() {
+                of_ns(n)
+            } else {
+                machines.iter().any(|m| m.metadata.deletion_timestamp.is_none() && m.node_name() == Some(name))
+            }
+        })
         .filter_map(|n| n.metadata.name.clone())
         .filter(|n| !taken.contains(n))
-        .filter(|n| {
-            machines.iter().any(|m| m.metadata.deletion_timestamp.is_none() && m.node_name() == Some(n.as_str()))
-        })
         .collect();
     fit.sort();
     fit.into_iter().next()
