@@ -41,6 +41,7 @@ mod runbook_certs_machines;
 mod runbook_certs_playground;
 mod runbook_docs;
 mod runbook_kill_matrix;
+mod runbook_machine_cluster;
 mod runbook_member_restore;
 mod runbook_recovery;
 mod runbook_refusals;

@@ -12,8 +12,8 @@ use certs_machines_support::{
     Cli, NOT_FOUND, NS, REJECTED, USAGE, admin_writes, create_etcd, hosts, member_pod, server_with_namespace,
     set_member_ready, start_split_machine_set, text, wait_machines_up_in,
 };
-use druidctl::api::names::{MCM_NODE_FINALIZER, NODE_TRIGGER_DELETION_BY_MCM};
 use druidctl::api::Machine;
+use druidctl::api::names::{MCM_NODE_FINALIZER, NODE_TRIGGER_DELETION_BY_MCM};
 use druidctl::machines::delete::node_ready as ready;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -59,9 +59,13 @@ impl Fx {
         let hosts = hosts(&mserver.client()).await;
         // MCM v0.61+ guards every Node backed by a Machine with its finalizer (node.go).
         for _ in 0..100 {
-            let guarded = nodes.list(&ListParams::default()).await.unwrap().items.iter().all(|n| {
-                n.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|f| f == MCM_NODE_FINALIZER))
-            });
+            let guarded = nodes
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .all(|n| n.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|f| f == MCM_NODE_FINALIZER)));
             if guarded || !version.node_finalizer() {
                 break;
             }
@@ -170,7 +174,10 @@ async fn on_mcm_v0_60_the_node_annotation_replaces_its_machine_after_a_drain() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("asking machine-controller-manager through the node"), "{stdout}");
-    assert!(stdout.contains(&format!("lacks finalizer {MCM_NODE_FINALIZER} (machine-controller-manager v0.60 or earlier)")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("lacks finalizer {MCM_NODE_FINALIZER} (machine-controller-manager v0.60 or earlier)")),
+        "{stdout}"
+    );
     assert!(
         stdout.contains(&format!("node {node} annotated node.machine.sapcloud.io/trigger-deletion-by-mcm=true")),
         "{stdout}"
@@ -280,15 +287,26 @@ async fn on_mcm_v0_61_and_later_the_node_is_deleted_and_the_removed_annotation_n
     let out = fx.run(&["machine", "delete", "--node", &node, "-n", "garden-view", "--wait", "--timeout", "20s"]).await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains(&format!("carries finalizer {MCM_NODE_FINALIZER} (machine-controller-manager v0.61 or later)")), "{stdout}");
-    assert!(stdout.contains(&format!("node {node} deleted; machine-controller-manager (v0.61 or later) deletes its machine")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("carries finalizer {MCM_NODE_FINALIZER} (machine-controller-manager v0.61 or later)")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains(&format!("node {node} deleted; machine-controller-manager (v0.61 or later) deletes its machine")),
+        "{stdout}"
+    );
     assert!(stdout.contains("replacement node"), "{stdout}");
     assert!(!fx.machine_exists(&machine).await, "MCM deleted the machine");
     let nodes = fx.nodes().await;
     assert!(!nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())), "the node is gone");
     assert_eq!(nodes.iter().filter(|n| ready(n)).count(), 3, "the MachineSet is back to three ready nodes");
     assert!(
-        nodes.iter().all(|n| !n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(NODE_TRIGGER_DELETION_BY_MCM))),
+        nodes.iter().all(|n| !n
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(NODE_TRIGGER_DELETION_BY_MCM))),
         "no node carries the annotation v0.61 no longer reads"
     );
     assert_eq!(fx.admin_writes(), [format!("delete /api/v1/nodes/{node}")], "one write: the node's deletion");
@@ -314,12 +332,20 @@ async fn machines_in_another_api_server_are_deleted_there_and_the_node_is_replac
         .await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains(&format!("machine {NS}/{machine} (in the machine cluster (context admin@embedded)) backs node {node}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "machine {NS}/{machine} (in the machine cluster (context admin@embedded)) backs node {node}"
+        )),
+        "{stdout}"
+    );
     assert!(stdout.contains(&format!("machine {NS}/{machine} deleted in the machine cluster (context admin@embedded); machine-controller-manager drains its node first")), "{stdout}");
     assert!(!fx.machine_exists(&machine).await);
     assert!(!fx.nodes().await.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())));
     let (mserver, _) = fx.machine_server.as_ref().unwrap();
-    assert_eq!(admin_writes(mserver), [format!("delete /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}")]);
+    assert_eq!(
+        admin_writes(mserver),
+        [format!("delete /apis/machine.sapcloud.io/v1alpha1/namespaces/{NS}/machines/{machine}")]
+    );
     assert!(fx.admin_writes().is_empty(), "nothing is written where the nodes are: {:?}", fx.admin_writes());
     for (label, log) in [("target", fx.server.request_log()), ("machine", mserver.request_log())] {
         let refused: Vec<String> = log
@@ -340,10 +366,12 @@ async fn machines_in_another_api_server_are_deleted_there_and_the_node_is_replac
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["result"]["plan"]["method"], "ForceDeleteMachine");
     assert_eq!(v["result"]["plan"]["machineCluster"], "machine cluster (context admin@embedded)");
-    assert!(!fx.machine_exists(&machine).await || {
-        let m = Api::<Machine>::namespaced(fx.machine_client(), NS).get(&machine).await.unwrap();
-        m.metadata.deletion_timestamp.is_some()
-    });
+    assert!(
+        !fx.machine_exists(&machine).await || {
+            let m = Api::<Machine>::namespaced(fx.machine_client(), NS).get(&machine).await.unwrap();
+            m.metadata.deletion_timestamp.is_some()
+        }
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,13 +11,14 @@ use druidctl::kube::ClusterError;
 use druidctl::kube::annotate::AnnotateError;
 use druidctl::machines::delete::DeletionMethod;
 use druidctl::machines::{MachineClusterRef, MachineError, MachineTarget, delete as machine_ops};
-use druidctl::runbook::rbac::{Access, denied};
-use druidctl::tasks::machine_deletion::{config_text, parse_config as parse_machine_config};
 use druidctl::output::OutputFormat;
 use druidctl::output::progress::{PromptError, confirm, confirm_by_typing};
 use druidctl::runbook::catalog::{ALL, CERT_RENEWAL, MACHINE_REPLACEMENT, MEMBER_RESTORE, QUORUM_LOSS_RECOVERY};
+use druidctl::runbook::engine::ExtraAccess;
 use druidctl::runbook::engine::{Event, Outcome, RunOptions, RunbookError, Summary};
+use druidctl::runbook::rbac::Access;
 use druidctl::runbook::{Operator, Runbook};
+use druidctl::tasks::machine_deletion::{config_text, parse_config as parse_machine_config};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
@@ -209,7 +210,7 @@ async fn resolve_machine(
     etcd: Option<&str>,
     at: &MachineClusterRef,
     plan_only: bool,
-) -> anyhow::Result<(String, String, String, String, Option<String>)> {
+) -> anyhow::Result<(String, String, String, String, Option<String>, Option<ExtraAccess>)> {
     target.validate()?;
     let given_ns = ctx.global.namespace.clone();
     let mut at = at.clone();
@@ -301,36 +302,27 @@ async fn resolve_machine(
         }
         known_refusal = Some(why);
     }
-    // RBAC pre-flight of the deletion itself, where it happens (the engine checks the Etcd's namespace).
-    if let Some(p) = plan.as_ref().filter(|_| !plan_only && !resuming) {
-        let (where_, on, accesses): (&str, &kube::Client, Vec<Access>) = match p.method {
-            DeletionMethod::DeleteMachine => {
-                ("machines", &machines_at.client, vec![Access::new("delete", "machine.sapcloud.io", "machines")])
-            }
+    // RBAC pre-flight of the deletion itself, where it happens (with the engine's, before the first change).
+    let extra = plan.as_ref().map(|p| {
+        let (on_machines, accesses) = match p.method {
+            DeletionMethod::DeleteMachine => (true, vec![Access::new("delete", "machine.sapcloud.io", "machines")]),
             DeletionMethod::ForceDeleteMachine => (
-                "machines",
-                &machines_at.client,
+                true,
                 vec![
                     Access::new("patch", "machine.sapcloud.io", "machines"),
                     Access::new("delete", "machine.sapcloud.io", "machines"),
                 ],
             ),
-            DeletionMethod::DeleteNode => ("nodes", client, vec![Access::new("delete", "", "nodes")]),
-            DeletionMethod::TriggerDeletionByMcm => ("nodes", client, vec![Access::new("patch", "", "nodes")]),
+            DeletionMethod::DeleteNode => (false, vec![Access::new("delete", "", "nodes")]),
+            DeletionMethod::TriggerDeletionByMcm => (false, vec![Access::new("patch", "", "nodes")]),
         };
-        let missing = denied(on, &machine_ns, &accesses).await;
-        if !missing.is_empty() {
-            let cluster = match (where_, &machines_at.separate) {
-                ("machines", Some(c)) => format!(" in the {c}"),
-                _ => String::new(),
-            };
-            return Err(ClusterError::Forbidden(format!(
-                "missing permissions{cluster} (namespace {machine_ns}): {}; nothing was changed",
-                missing.join(", ")
-            ))
-            .into());
+        ExtraAccess {
+            client: if on_machines { machines_at.client.clone() } else { client.clone() },
+            namespace: machine_ns.clone(),
+            accesses,
+            cluster: if on_machines { machines_at.separate.clone() } else { None },
         }
-    }
+    });
     let mut args = format!("-n {machine_ns} ");
     match target {
         MachineTarget::Machine(m) => args.push_str(m),
@@ -342,7 +334,7 @@ async fn resolve_machine(
     args.push_str(&at.druidctl_flags());
     args.push_str(&format!(" --etcd {etcd_ns}/{etcd_name}"));
     let config = config_for(&etcd_ns);
-    Ok((etcd_ns, etcd_name, config, args, known_refusal))
+    Ok((etcd_ns, etcd_name, config, args, known_refusal, extra))
 }
 
 /// Runs `runbook …` (its own runtime, so Ctrl-C stops at a safe point instead of dropping the run).
@@ -368,6 +360,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
     rt.block_on(async move {
         let cluster = ctx.connect().await?;
         let mut known_refusal = None;
+        let mut extra_accesses = Vec::new();
         let (ns, name, config, args) = match &target {
             Target::Etcd { etcd, member } => {
                 let (ns, name) = etcd_key(ctx, etcd, &cluster.namespace)?;
@@ -378,7 +371,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
                 (ns, name, member.as_deref().map(druidctl::tasks::member_restore::config_for), args)
             }
             Target::Machine { target, force, etcd, at } => {
-                let (ns, name, config, args, refusal) = resolve_machine(
+                let (ns, name, config, args, refusal, extra) = resolve_machine(
                     ctx,
                     &cluster.client,
                     &cluster.namespace,
@@ -390,6 +383,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
                 )
                 .await?;
                 known_refusal = refusal;
+                extra_accesses.extend(extra);
                 (ns, name, Some(config), args)
             }
         };
@@ -398,6 +392,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
         o.yes = flags.yes;
         o.plan_only = flags.plan;
         o.known_refusal = known_refusal;
+        o.extra_accesses = extra_accesses;
         o.resume_only = flags.resume;
         o.from_step = flags.from_step.clone();
         o.accept_data_loss = flags.accept_data_loss;

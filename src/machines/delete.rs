@@ -447,7 +447,9 @@ impl DeletionPlan {
             (Some(m), Some(n)) => out.push(format!("machine {}/{m}{at} backs node {n}", self.namespace)),
             (Some(m), None) => out.push(format!("machine {}/{m}{at} has no node", self.namespace)),
             (None, Some(n)) => {
-                out.push(format!("node {n}: its machine is not readable; asking machine-controller-manager through the node"));
+                out.push(format!(
+                    "node {n}: its machine is not readable; asking machine-controller-manager through the node"
+                ));
                 out.push(self.reason.clone());
             }
             (None, None) => {}

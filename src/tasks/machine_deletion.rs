@@ -42,11 +42,8 @@ pub struct MachineDeletionConfig {
 /// Parses `machine|node`, `force`, `namespace`, `machineKubeconfig`, `machineContext`.
 pub fn parse_config(config: Option<&str>) -> Result<MachineDeletionConfig, ConfigError> {
     let v = parse_yaml(config)?;
-    let f = Fields::new(
-        &v,
-        "config",
-        &["machine", "node", "force", "namespace", "machineKubeconfig", "machineContext"],
-    )?;
+    let f =
+        Fields::new(&v, "config", &["machine", "node", "force", "namespace", "machineKubeconfig", "machineContext"])?;
     let target = match (f.string("machine")?, f.string("node")?) {
         (Some(m), None) => MachineTarget::Machine(m),
         (None, Some(n)) => MachineTarget::Node(n),

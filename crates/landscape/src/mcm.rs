@@ -194,9 +194,8 @@ async fn reconcile_all(clients: &McmClients, opts: &McmOptions, state: &State) -
     let machines = scoped::<Machine>(client, ns).list(&ListParams::default()).await?.items;
     let nodes_api: Api<Node> = Api::all(clients.target.clone());
     let nodes = nodes_api.list(&ListParams::default()).await?.items;
-    let live_machine_of = |node: &str| {
-        machines.iter().find(|m| m.node_name() == Some(node) && m.metadata.deletion_timestamp.is_none())
-    };
+    let live_machine_of =
+        |node: &str| machines.iter().find(|m| m.node_name() == Some(node) && m.metadata.deletion_timestamp.is_none());
     let delete = |m: &Machine| {
         let api: Api<Machine> = Api::namespaced(client.clone(), m.metadata.namespace.as_deref().unwrap_or_default());
         let name = m.metadata.name.clone().unwrap_or_default();
@@ -385,9 +384,7 @@ async fn delete_machine(
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
             .collect();
         // The drain cordons the node first (`RunCordonOrUncordon`, `pkg/util/provider/drain/drain.go`).
-        match nodes
-            .patch(node, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}})))
-            .await
+        match nodes.patch(node, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await
         {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
