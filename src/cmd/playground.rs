@@ -103,6 +103,31 @@ pub struct UpArgs {
     /// for them too.
     #[arg(long)]
     pub simulated_members: bool,
+    /// Put the Machines in a second API server (MCM's control cluster, kubeconfig DIR/machine-kubeconfig), as on
+    /// a seed whose Machines live in its parent cluster; pass it to `machine delete` and `runbook
+    /// machine-replacement` with --machine-kubeconfig. Embedded API server only.
+    #[arg(long)]
+    pub machine_cluster: bool,
+    /// Give the Etcds `spec.memberNamePrefix` (etcd-druid v0.37+): member, lease and initial-cluster names become
+    /// PREFIX-<pod>.
+    #[arg(long, value_name = "PREFIX", value_parser = parse_member_name_prefix)]
+    pub member_name_prefix: Option<String>,
+}
+
+/// A `spec.memberNamePrefix` as the Etcd CRD accepts it (`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, a DNS label).
+fn parse_member_name_prefix(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a valid memberNamePrefix: use lower-case letters, digits and '-', starting and ending with a letter or digit"
+        ))
+    }
 }
 
 /// Arguments of `playground break`.
@@ -301,6 +326,14 @@ async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
     opts.etcds = usize::from(a.etcds);
     opts.namespace_prefix = a.namespace_prefix.clone();
     opts.external = external(ctx);
+    if a.machine_cluster && opts.external.is_some() {
+        return Err(druidctl::kube::UsageError(
+            "--machine-cluster starts a second embedded API server; it does not combine with --kubeconfig/--context (an external API server)".into(),
+        )
+        .into());
+    }
+    opts.machine_cluster = a.machine_cluster;
+    opts.member_name_prefix = a.member_name_prefix.clone();
     if a.simulated_members {
         opts.landscape = Some(simulated_members(dir));
     }
@@ -311,8 +344,16 @@ async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
         return Err(e.into());
     }
     std::fs::write(dir.join("ready"), "")?;
+    let machines = match pg.machine_kubeconfig_path() {
+        Some(p) => format!(
+            "machines: in a second API server; pass --machine-kubeconfig {} (or export DRUIDCTL_MACHINE_KUBECONFIG={})\n",
+            p.display(),
+            p.display()
+        ),
+        None => String::new(),
+    };
     ctx.printer.text(&format!(
-        "playground ready: {} Etcd(s) {} with {} members each in {}\netcd members: {}\n{}\n",
+        "playground ready: {} Etcd(s) {} with {} members each in {}\netcd members: {}\n{machines}{}\n",
         pg.namespaces().len(),
         pg.etcd_name(),
         a.members,
@@ -377,6 +418,8 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
             &format!("{}s", a.timeout.as_secs()),
         ])
         .args(a.simulated_members.then_some("--simulated-members"))
+        .args(a.machine_cluster.then_some("--machine-cluster"))
+        .args(a.member_name_prefix.iter().flat_map(|p| ["--member-name-prefix", p.as_str()]))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
@@ -410,8 +453,15 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
         .and_then(|r| r.fallbacks.into_iter().find(|f| f.capability.starts_with(SIMULATED_MEMBERS_CAPABILITY)))
         .map(|f| format!("etcd members: {}\n", f.instead))
         .unwrap_or_default();
+    let machines = match a.machine_cluster {
+        true => {
+            let p = dir.join(landscape::playground::MACHINE_KUBECONFIG);
+            format!("export DRUIDCTL_MACHINE_KUBECONFIG={}   # the Machines' API server\n", p.display())
+        }
+        false => String::new(),
+    };
     ctx.printer.text(&format!(
-        "playground running in the background (pid {}); stop it with `druidctl playground down --dir {}`\n{simulated}export KUBECONFIG={}\n",
+        "playground running in the background (pid {}); stop it with `druidctl playground down --dir {}`\n{simulated}{machines}export KUBECONFIG={}\n",
         child.id(),
         dir.display(),
         dir.join("kubeconfig").display()
