@@ -56,4 +56,5 @@ mod tasks_local_orphans;
 mod tasks_playground;
 mod tasks_serve_failover;
 mod tasks_types;
+mod watch_restart_real;
 mod workspace_boundaries;

@@ -16,10 +16,11 @@ pub struct StatusArgs {
     /// Which Etcds (default: every Etcd in the namespace).
     #[command(flatten)]
     pub targets: EtcdTargets,
-    /// Keep watching: re-read and print whenever something changed (Ctrl-C ends it).
+    /// Keep watching: watch the Etcds and what their health is judged from, and print again whenever the
+    /// verdict, a member or a problem changed; rides out API-server restarts (Ctrl-C ends it).
     #[arg(short = 'w', long)]
     pub watch: bool,
-    /// How often --watch re-reads.
+    /// How often --watch judges again without a change (ages and lease expiry move on by themselves).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::duration_in(100, 3600))]
     pub interval: Duration,
 }
@@ -69,6 +70,10 @@ fn print(ctx: &mut Context, reports: &[HealthReport], targets: &Targets) -> anyh
 /// Runs `status`.
 pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
     ctx.check_targets(&args.targets.etcds, WhenUnnamed::ListAll)?;
+    if args.watch {
+        // Tells this long-running watch apart from other druidctl requests in the API server's audit log.
+        druidctl::kube::config::set_product("druidctl-status-watch");
+    }
     let cluster = ctx.connect().await?;
     if !args.watch {
         let (reports, targets) = reports(ctx, &cluster, &args.targets.etcds).await?;
@@ -76,36 +81,142 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
         health::require_healthy(&reports)?;
         return Ok(());
     }
+    watch(ctx, &cluster, &args).await
+}
+
+/// What a person acts on in a set of reports (not ages): an unchanged cluster prints nothing new.
+fn fingerprint(reports: &[HealthReport]) -> String {
+    reports
+        .iter()
+        .map(|r| {
+            let members: Vec<String> = r
+                .members
+                .iter()
+                .map(|m| format!("{}/{}/{}/{}/{}", m.name, m.ready, m.reason, m.status, m.druid_view_stale))
+                .collect();
+            format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
+        })
+        .collect()
+}
+
+/// `status --watch`: one read as without --watch (so bad input and a missing RBAC grant are said at once, with
+/// their exit codes), then watches of every kind status reads (`health::watch`), judged again from what they
+/// hold on every change (at most every 200 ms) and every --interval (ages and lease expiry move on without an
+/// event). An API server that goes away is waited for: a one-line notice, backoff, the watches resume; only
+/// Ctrl-C ends it.
+async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &StatusArgs) -> anyhow::Result<()> {
+    use druidctl::health::watch::{self as w, Signal};
     let clear =
         std::io::stdout().is_terminal() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
-    let mut last: Option<String> = None;
+    let (first, targets) = reports(ctx, cluster, &args.targets.etcds).await?;
+    let tasks_installed = tasks_installed(cluster, &targets).await?;
+    let mut last = None;
+    draw(ctx, &first, &targets, args.interval, clear, &mut last, None)?;
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _stop_on_drop = stop.clone().drop_guard();
+    let watched = w::start(&cluster.client, w::WatchScope::of(&targets, tasks_installed), tx, stop.clone());
+    let mut synced = std::collections::HashSet::new();
+    // The API server's trouble, said once when it starts and once when it ends.
+    let mut outage: Option<String> = None;
+    let mut tick = tokio::time::interval(args.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    let mut due: Option<tokio::time::Instant> = None;
     loop {
-        let (reports, targets) = reports(ctx, &cluster, &args.targets.etcds).await?;
-        // Compare what a person acts on, not ages, so an unchanged cluster prints nothing new.
-        let fingerprint: String = reports
-            .iter()
-            .map(|r| {
-                let members: Vec<String> = r
-                    .members
-                    .iter()
-                    .map(|m| format!("{}/{}/{}/{}/{}", m.name, m.ready, m.reason, m.status, m.druid_view_stale))
-                    .collect();
-                format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
-            })
-            .collect();
-        if last.as_ref() != Some(&fingerprint) {
-            if clear {
-                ctx.printer.text("\x1b[2J\x1b[H")?;
+        let at = due.unwrap_or_else(|| tokio::time::Instant::now() + args.interval * 2);
+        tokio::select! {
+            signal = rx.recv() => match signal {
+                None => return Ok(()),
+                Some(Signal::Failed(kind, why)) => {
+                    if outage.is_none() {
+                        eprintln!("reconnecting: watching {} failed: {why}; showing what was last seen", kind.resource());
+                        outage = Some(why);
+                        due.get_or_insert_with(tokio::time::Instant::now);
+                    }
+                }
+                Some(Signal::Synced(kind) | Signal::Changed(kind)) => {
+                    if matches!(signal, Some(Signal::Synced(_))) {
+                        synced.insert(kind);
+                    }
+                    if outage.take().is_some() {
+                        eprintln!("reconnected: the API server answers again");
+                    }
+                    due.get_or_insert_with(|| tokio::time::Instant::now() + w::DEBOUNCE);
+                }
+            },
+            _ = tick.tick() => {
+                // Ages and lease expiry move on without an event; while the API server is away, asking it for
+                // its version tells when it is back even if nothing changes.
+                if outage.is_some() && cluster.client.apiserver_version().await.is_ok() {
+                    outage = None;
+                    eprintln!("reconnected: the API server answers again");
+                }
+                due.get_or_insert_with(tokio::time::Instant::now);
             }
-            // Said on stderr (stdout stays the reports alone): once, or as the first line of each cleared screen.
-            if clear || last.is_none() {
-                eprintln!("{}", watching(&targets, args.interval));
+            _ = tokio::time::sleep_until(at), if due.is_some() => {
+                due = None;
+                if watched.ready(&synced) {
+                    let now = jiff::Timestamp::now();
+                    let reports: Vec<HealthReport> =
+                        watched.inputs().iter().map(|i| health::assess(i, now)).collect();
+                    draw(ctx, &reports, &targets, args.interval, clear, &mut last, outage.as_deref())?;
+                }
             }
-            print(ctx, &reports, &targets)?;
-            last = Some(fingerprint);
         }
-        tokio::time::sleep(args.interval).await;
     }
+}
+
+/// Whether the EtcdOperatorTask CRD is installed where `targets` look (one LIST of at most one object).
+async fn tasks_installed(cluster: &druidctl::kube::Cluster, targets: &Targets) -> anyhow::Result<bool> {
+    use druidctl::api::EtcdOperatorTask;
+    use kube::api::{Api, ListParams};
+    let api: Api<EtcdOperatorTask> = match druidctl::health::watch::WatchScope::of(targets, true).namespace {
+        Some(ns) => Api::namespaced(cluster.client.clone(), &ns),
+        None => Api::all(cluster.client.clone()),
+    };
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(druidctl::kube::ClusterError::from_kube(
+            e,
+            &druidctl::kube::error::Subject { kind: "EtcdOperatorTask", name: "", namespace: "" },
+        )
+        .into()),
+    }
+}
+
+/// Prints `reports` when what a person acts on changed (or, on a terminal, the outage notice did).
+fn draw(
+    ctx: &mut Context,
+    reports: &[HealthReport],
+    targets: &Targets,
+    interval: Duration,
+    clear: bool,
+    last: &mut Option<String>,
+    outage: Option<&str>,
+) -> anyhow::Result<()> {
+    let mut print_now = fingerprint(reports);
+    if clear {
+        print_now.push_str(outage.unwrap_or_default());
+    }
+    if last.as_ref() == Some(&print_now) {
+        return Ok(());
+    }
+    if clear {
+        ctx.printer.text("\x1b[2J\x1b[H")?;
+    }
+    // Said on stderr (stdout stays the reports alone): once, or as the first line of each cleared screen.
+    if clear || last.is_none() {
+        eprintln!("{}", watching(targets, interval));
+    }
+    if clear && let Some(why) = outage {
+        eprintln!("reconnecting: {why}; showing what was last seen");
+    }
+    print(ctx, reports, targets)?;
+    *last = Some(print_now);
+    Ok(())
 }
 
 /// The line `status --watch` says once: what it watches, how often it looks, how to stop.
@@ -118,7 +229,7 @@ fn watching(targets: &Targets, interval: Duration) -> String {
         }
         Targets::AllNamespaces { selector: None } => "the Etcds of every namespace".to_string(),
     };
-    format!("watching {what} (every {}); Ctrl-C to stop", humantime_secs(interval))
+    format!("watching {what} (judged again on every change and every {}); Ctrl-C to stop", humantime_secs(interval))
 }
 
 /// `2s`, `90s`, `500ms`, `1500ms`: as the flag is written.

@@ -16,9 +16,9 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use kube::api::Api;
+use kube::runtime::reflector as reflect;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, reflector as reflect};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -288,7 +288,8 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
         .map(|_| tokio::spawn(worker(reconciler.clone(), reader.clone(), queue.clone(), index.clone())))
         .collect();
 
-    let stream = reflect(writer, watcher::watcher(api, watcher::Config::default())).backoff(WatchBackoff::default());
+    // A streaming list where the server offers it (the backoff is inside `events`).
+    let stream = reflect(writer, crate::kube::watch::events(api, watcher::Config::default()));
     let mut stream = std::pin::pin!(stream);
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;
