@@ -153,8 +153,11 @@ fn wait_for_relists(audit: &Path, from: usize, limit: Duration) -> bool {
     }
 }
 
+/// Per (client, resource): LISTs, streaming lists, other watch/list requests and their codes.
+type Row = (usize, usize, usize, BTreeSet<u16>);
+
 fn table(reqs: &[Request]) -> String {
-    let mut rows: BTreeMap<(String, String), (usize, usize, usize, BTreeSet<u16>)> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, String), Row> = BTreeMap::new();
     for r in reqs {
         let row = rows.entry((r.client.clone(), r.resource.clone())).or_default();
         if r.relist() {
@@ -248,7 +251,7 @@ fn serve_task_watch_and_status_watch_relist_at_most_once_per_kind_and_api_server
 
     let kc = real.kubeconfig.clone();
     let lease_arg = format!("{}s", LEASE.as_secs());
-    let mut procs = vec![
+    let mut procs = [
         Proc::spawn(
             dir.path(),
             &kc,
