@@ -118,8 +118,7 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
     let _stop_on_drop = stop.clone().drop_guard();
     let watched = w::start(&cluster.client, w::WatchScope::of(&targets, tasks_installed), tx, stop.clone());
     let mut synced = std::collections::HashSet::new();
-    // The API server's trouble, said once when it starts and once when it ends.
-    let mut outage: Option<String> = None;
+    let mut outage = Outage::default();
     let mut tick = tokio::time::interval(args.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
@@ -130,9 +129,7 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
             signal = rx.recv() => match signal {
                 None => return Ok(()),
                 Some(Signal::Failed(kind, why)) => {
-                    if outage.is_none() {
-                        eprintln!("reconnecting: watching {} failed: {why}; showing what was last seen", kind.resource());
-                        outage = Some(why);
+                    if outage.failed(kind, &why) {
                         due.get_or_insert_with(tokio::time::Instant::now);
                     }
                 }
@@ -140,18 +137,19 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
                     if matches!(signal, Some(Signal::Synced(_))) {
                         synced.insert(kind);
                     }
-                    if outage.take().is_some() {
-                        eprintln!("reconnected: the API server answers again");
-                    }
+                    outage.answered(Some(kind));
                     due.get_or_insert_with(|| tokio::time::Instant::now() + w::DEBOUNCE);
                 }
             },
             _ = tick.tick() => {
-                // Ages and lease expiry move on without an event; while the API server is away, asking it for
-                // its version tells when it is back even if nothing changes.
-                if outage.is_some() && cluster.client.apiserver_version().await.is_ok() {
-                    outage = None;
-                    eprintln!("reconnected: the API server answers again");
+                // Ages and lease expiry move on without an event. While the API server is away, asking it for
+                // its version tells when it is back even if nothing changes (a watch that resumes without a
+                // relist says nothing until the next change).
+                if outage.why().is_some()
+                    && outage.quiet_for() > QUIET
+                    && cluster.client.apiserver_version().await.is_ok()
+                {
+                    outage.answered(None);
                 }
                 due.get_or_insert_with(tokio::time::Instant::now);
             }
@@ -161,10 +159,59 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
                     let now = jiff::Timestamp::now();
                     let reports: Vec<HealthReport> =
                         watched.inputs().iter().map(|i| health::assess(i, now)).collect();
-                    draw(ctx, &reports, &targets, args.interval, clear, &mut last, outage.as_deref())?;
+                    draw(ctx, &reports, &targets, args.interval, clear, &mut last, outage.why())?;
                 }
             }
         }
+    }
+}
+
+/// Longer than the watches' longest backoff (5 s): a failure older than this was followed by a retry that did
+/// not fail.
+const QUIET: Duration = Duration::from_secs(6);
+
+/// The API server's trouble as `status --watch` says it: once on stderr when a watch first fails, once when
+/// every watch that failed is back (it relisted or saw a change), or the server answers and no watch failed for
+/// [`QUIET`]. The 429s and 503s of a server that is starting belong to the same outage.
+#[derive(Default)]
+struct Outage {
+    why: Option<String>,
+    failing: std::collections::HashSet<druidctl::health::watch::Kind>,
+    last_failure: Option<tokio::time::Instant>,
+}
+
+impl Outage {
+    /// A watch failed; true when this starts an outage.
+    fn failed(&mut self, kind: druidctl::health::watch::Kind, why: &str) -> bool {
+        self.failing.insert(kind);
+        self.last_failure = Some(tokio::time::Instant::now());
+        if self.why.is_some() {
+            return false;
+        }
+        eprintln!("reconnecting: watching {} failed: {why}; showing what was last seen", kind.resource());
+        self.why = Some(why.to_string());
+        true
+    }
+
+    /// `kind`'s watch is back (`None`: the server answers and no watch failed lately).
+    fn answered(&mut self, kind: Option<druidctl::health::watch::Kind>) {
+        match kind {
+            Some(k) => {
+                self.failing.remove(&k);
+            }
+            None => self.failing.clear(),
+        }
+        if self.failing.is_empty() && self.why.take().is_some() {
+            eprintln!("reconnected: the API server answers again");
+        }
+    }
+
+    fn why(&self) -> Option<&str> {
+        self.why.as_deref()
+    }
+
+    fn quiet_for(&self) -> Duration {
+        self.last_failure.map_or(Duration::MAX, |t| t.elapsed())
     }
 }
 

@@ -62,7 +62,8 @@ pub enum Signal {
     Synced(Kind),
     /// An object was added, changed or deleted.
     Changed(Kind),
-    /// The watch failed; it is retried with backoff (the sentence says why).
+    /// The watch failed; it is retried with backoff (the sentence says why). Not sent for `410 Gone`, which
+    /// only starts a relist.
     Failed(Kind, String),
 }
 
@@ -186,6 +187,11 @@ where
                         Event::Apply(_) | Event::Delete(_) => Signal::Changed(kind),
                         Event::Init | Event::InitApply(_) => continue,
                     }
+                }
+                // 410 Gone is how a watch learns that it must relist: the relist follows at once, not an outage.
+                Err(watcher::Error::WatchError(s)) if s.code == 410 => {
+                    tracing::debug!(kind = kind.resource(), "410 Gone: relisting");
+                    continue;
                 }
                 Err(e) => Signal::Failed(kind, error_sentence(&e)),
             };
