@@ -49,6 +49,7 @@ mod serve_logs;
 mod sim_members;
 mod status_request_budget;
 mod status_seed_golden;
+mod status_watch_outage;
 mod tasks_cli;
 mod tasks_engine;
 mod tasks_etcd_access;

@@ -320,6 +320,12 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
                     let wake = index.lock().expect("index").remove(&key_of(&t));
                     for k in wake { queue.push(k) }
                 }
+                // 410 Gone (a restarted API server's answer to a version older than its new watch cache) only
+                // starts the relist that follows at once: not an outage of its own.
+                Some(Err(watcher::Error::WatchError(s))) if s.code == 410 => {
+                    reconciler.metrics.watch_restarts.inc();
+                    tracing::debug!("task watch: 410 Gone, relisting");
+                }
                 Some(Err(e)) => {
                     reconciler.metrics.watch_restarts.inc();
                     outage.failed("watching tasks", &e);
