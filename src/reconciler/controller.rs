@@ -493,7 +493,11 @@ pub async fn run_with_leader_election(
                     _ = stop.cancelled() => {}
                     _ = tokio::time::sleep(retry) => {}
                 }
-                retry = (retry * 2).min(Duration::from_secs(30));
+                // A candidate retries at least every renew period (a fifth of the lease), as client-go's
+                // leader election retries every `RetryPeriod` (tools/leaderelection/leaderelection.go): after an
+                // API-server outage the Lease, which still names this replica, is taken up again within seconds
+                // of the server's return instead of after a backoff grown to 30 s.
+                retry = (retry * 2).min(election.lease / 5).max(Duration::from_millis(500));
             }
         }
     }
