@@ -116,7 +116,9 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let stop = tokio_util::sync::CancellationToken::new();
     let _stop_on_drop = stop.clone().drop_guard();
-    let watched = w::start(&cluster.client, w::WatchScope::of(&targets, tasks_installed), tx, stop.clone());
+    let scope = w::WatchScope::of(&targets, tasks_installed);
+    let namespace = scope.namespace.clone().unwrap_or_default();
+    let watched = w::start(&cluster.client, scope, tx, stop.clone());
     let mut synced = std::collections::HashSet::new();
     let mut outage = Outage::default();
     let mut tick = tokio::time::interval(args.interval);
@@ -128,7 +130,14 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
         tokio::select! {
             signal = rx.recv() => match signal {
                 None => return Ok(()),
-                Some(Signal::Failed(kind, why)) => {
+                Some(Signal::Failed { kind, why, status }) => {
+                    // Refused before its first list: RBAC grants list but not watch (or nothing at all here),
+                    // which no retry mends. After that, a 403 is the restarted server's authorizer warming up.
+                    if let Some(s) = status.filter(|s| s.code == 403 && !synced.contains(&kind)) {
+                        let subject =
+                            druidctl::kube::error::Subject { kind: kind.resource(), name: "", namespace: &namespace };
+                        return Err(druidctl::kube::ClusterError::from_kube(kube::Error::Api(s), &subject).into());
+                    }
                     if outage.failed(kind, &why) {
                         due.get_or_insert_with(tokio::time::Instant::now);
                     }

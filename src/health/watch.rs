@@ -62,9 +62,15 @@ pub enum Signal {
     Synced(Kind),
     /// An object was added, changed or deleted.
     Changed(Kind),
-    /// The watch failed; it is retried with backoff (the sentence says why). Not sent for `410 Gone`, which
-    /// only starts a relist.
-    Failed(Kind, String),
+    /// The watch failed; it is retried with backoff. Not sent for `410 Gone`, which only starts a relist.
+    Failed {
+        /// Whose watch.
+        kind: Kind,
+        /// Why, as a short sentence.
+        why: String,
+        /// The API server's answer, when it answered.
+        status: Option<Box<kube::core::Status>>,
+    },
 }
 
 /// Where the watches look and what they select.
@@ -193,7 +199,7 @@ where
                     tracing::debug!(kind = kind.resource(), "410 Gone: relisting");
                     continue;
                 }
-                Err(e) => Signal::Failed(kind, error_sentence(&e)),
+                Err(e) => Signal::Failed { kind, why: error_sentence(&e), status: answer(&e) },
             };
             if signals.send(signal).is_err() {
                 return;
@@ -201,6 +207,17 @@ where
         }
     });
     reader
+}
+
+/// The API server's answer in a watch error, if it answered.
+fn answer(e: &watcher::Error) -> Option<Box<kube::core::Status>> {
+    match e {
+        watcher::Error::WatchError(s) => Some(s.clone()),
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 /// A watch error as a short sentence (the API server's message, or what the connection did).
@@ -322,5 +339,80 @@ mod tests {
         let s = WatchScope::of(&Targets::AllNamespaces { selector: Some("x=y".into()) }, false);
         assert_eq!((s.namespace.as_deref(), s.etcd_selector.as_deref()), (None, Some("x=y")));
         assert_eq!(s.pod_selector(), format!("{LABEL_MANAGED_BY}={MANAGED_BY_DRUID}"));
+    }
+
+    fn obj<K: serde::de::DeserializeOwned>(v: serde_json::Value) -> K {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn store_of<K>(items: Vec<K>) -> Store<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let (reader, mut writer) = reflector::store::<K>();
+        writer.apply_watcher_event(&Event::Init);
+        for o in items {
+            writer.apply_watcher_event(&Event::InitApply(o));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        reader
+    }
+
+    fn etcd(ns: &str, name: &str, replicas: i32) -> Etcd {
+        obj(serde_json::json!({
+            "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": replicas, "labels": {}, "selector": {}, "etcd": {}, "backup": {}}
+        }))
+    }
+
+    fn named<K: serde::de::DeserializeOwned>(kind: &str, api: &str, ns: &str, name: &str) -> K {
+        obj(serde_json::json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": ns}}))
+    }
+
+    #[test]
+    fn each_etcd_gets_its_own_objects_from_the_stores_in_ordinal_order() {
+        let pod = |ns: &str, n: &str| named::<Pod>("Pod", "v1", ns, n);
+        let pvc = |ns: &str, n: &str| named::<PersistentVolumeClaim>("PersistentVolumeClaim", "v1", ns, n);
+        let lease = |ns: &str, n: &str| named::<Lease>("Lease", "coordination.k8s.io/v1", ns, n);
+        let watched = Watched {
+            scope: WatchScope::of(&Targets::Named(vec![key("a", "etcd-main"), key("b", "etcd-main")]), false),
+            etcds: store_of(vec![etcd("b", "etcd-main", 1), etcd("a", "etcd-main", 3), etcd("a", "other", 1)]),
+            pods: store_of(vec![
+                pod("a", "etcd-main-2"),
+                pod("a", "etcd-main-0"),
+                pod("b", "etcd-main-0"),
+                pod("a", "x"),
+            ]),
+            pvcs: store_of(vec![pvc("a", "etcd-main-etcd-main-1"), pvc("b", "etcd-main-etcd-main-1")]),
+            leases: store_of(vec![
+                lease("a", "etcd-main-1"),
+                lease("a", "etcd-main-full-snap"),
+                lease("b", "etcd-main-0"),
+            ]),
+            tasks: None,
+        };
+        let inputs = watched.inputs();
+        let names = |v: Vec<String>| v.join(",");
+        let ns_name = |i: &HealthInputs| {
+            format!("{}/{}", i.etcd.metadata.namespace.as_deref().unwrap(), i.etcd.metadata.name.as_deref().unwrap())
+        };
+        assert_eq!(inputs.iter().map(ns_name).collect::<Vec<_>>(), ["a/etcd-main", "b/etcd-main"], "as named");
+        let a = &inputs[0];
+        assert_eq!(names(a.pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect()), "etcd-main-0,etcd-main-2");
+        assert_eq!(names(a.pvcs.iter().map(|p| p.metadata.name.clone().unwrap()).collect()), "etcd-main-etcd-main-1");
+        assert_eq!(
+            names(a.leases.iter().map(|p| p.metadata.name.clone().unwrap()).collect()),
+            "etcd-main-1,etcd-main-full-snap"
+        );
+        assert!(a.tasks.is_none(), "no task CRD, no tasks");
+        let b = &inputs[1];
+        assert_eq!(names(b.pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect()), "etcd-main-0");
+        assert!(b.pvcs.is_empty(), "replica 1 of a 1-member Etcd is not its PVC");
+        assert_eq!(names(b.leases.iter().map(|p| p.metadata.name.clone().unwrap()).collect()), "etcd-main-0");
+        let synced: HashSet<Kind> = [Kind::Etcd, Kind::Pod, Kind::Pvc].into();
+        assert!(!watched.ready(&synced), "leases not listed yet");
+        let synced: HashSet<Kind> = [Kind::Etcd, Kind::Pod, Kind::Pvc, Kind::Lease].into();
+        assert!(watched.ready(&synced), "no task watch to wait for");
     }
 }
