@@ -142,6 +142,9 @@ pub struct Watched {
     tasks: Option<Store<EtcdOperatorTask>>,
 }
 
+/// The namespace of the nodes' heartbeat Leases.
+const NODE_LEASES: &str = "kube-node-lease";
+
 /// Starts one watcher per kind in `scope`; they run until `stop` fires and report on `signals`.
 pub fn start(
     client: &Client,
@@ -158,7 +161,13 @@ pub fn start(
     let pods =
         spawn(scope.api(client), base.clone().labels(&scope.pod_selector()), Kind::Pod, signals.clone(), stop.clone());
     let pvcs = spawn(scope.api(client), base.clone(), Kind::Pvc, signals.clone(), stop.clone());
-    let leases = spawn(scope.api(client), base.clone(), Kind::Lease, signals.clone(), stop.clone());
+    // Cluster-wide, the nodes' heartbeat Leases (namespace kube-node-lease, renewed every 10 s by each kubelet:
+    // `pkg/kubelet/nodelease`, KEP-589) would be most of the events and none of the Etcds' leases.
+    let lease_config = match scope.namespace {
+        Some(_) => base.clone(),
+        None => base.clone().fields(&format!("metadata.namespace!={NODE_LEASES}")),
+    };
+    let leases = spawn(scope.api(client), lease_config, Kind::Lease, signals.clone(), stop.clone());
     let tasks = scope.tasks.then(|| spawn(scope.api(client), base, Kind::Task, signals, stop));
     Watched { scope, etcds, pods, pvcs, leases, tasks }
 }
