@@ -96,6 +96,10 @@ impl ResourceType {
     pub fn verbs(&self) -> Vec<&'static str> {
         if self.create_only {
             vec!["create"]
+        } else if self.crd {
+            // The discovery controller of apiextensions-apiserver lists a CRD's verbs in this fixed order
+            // (`pkg/apiserver/customresource_discovery_controller.go`); built-in kinds' verbs are sorted.
+            vec!["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]
         } else {
             vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         }

@@ -741,7 +741,8 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     md.remove("deletionTimestamp");
     md.remove("deletionGracePeriodSeconds");
     if md.get("resourceVersion").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()) {
-        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+        // `rest.BeforeCreate` returns a plain error here (`staging/src/k8s.io/apiserver/pkg/registry/rest/create.go`).
+        return Err(ApiError::plain_500("resourceVersion should not be set on objects to be created"));
     }
     md.remove("resourceVersion");
     md.remove("selfLink");
@@ -1163,44 +1164,52 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
                 !ctx.rt.crd,
             ) {
                 Ok(v) => Ok(v),
-                Err(conflicts) => Err(apply_conflict(ctx, cur, conflicts)),
+                Err(conflicts) => Err(apply_conflict(conflicts)),
             }
         }
     }
 }
 
-fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> ApiError {
-    let name = cur.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
-    let using = |av: &str| if av.is_empty() { String::new() } else { format!(" using {av}") };
+/// The 409 of a server-side apply conflict, worded like `NewConflictError` / `getConflictMessage` of
+/// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager/internal/conflict.go`: managers printed
+/// with their version (`"unknown" using v1`), grouped and sorted by that printed name, joined by newlines.
+fn apply_conflict(conflicts: Vec<apply::Conflict>) -> ApiError {
+    let printed =
+        |c: &apply::Conflict| if c.api_version.is_empty() { format!("\"{}\"", c.manager) } else { format!("\"{}\" using {}", c.manager, c.api_version) };
     let msg = if conflicts.len() == 1 {
         let c = &conflicts[0];
-        format!("Apply failed with 1 conflict: conflict with \"{}\"{}: {}", c.manager, using(&c.api_version), c.field)
+        format!("Apply failed with 1 conflict: conflict with {}: {}", printed(c), c.field)
     } else {
-        let mut s = format!("Apply failed with {} conflicts:", conflicts.len());
-        let mut by: Vec<(String, String, Vec<String>)> = Vec::new();
+        let mut by: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
         for c in &conflicts {
-            match by.iter_mut().find(|(m, _, _)| *m == c.manager) {
-                Some(e) => e.2.push(c.field.clone()),
-                None => by.push((c.manager.clone(), c.api_version.clone(), vec![c.field.clone()])),
-            }
+            by.entry(printed(c)).or_default().push(c.field.clone());
         }
-        for (m, av, fs) in by {
-            s.push_str(&format!(" conflicts with \"{m}\"{}:", using(&av)));
-            for f in fs {
-                s.push_str(&format!("\n- {f}"));
-            }
+        let mut lines = Vec::new();
+        for (m, fs) in by {
+            lines.push(format!("conflicts with {m}:"));
+            lines.extend(fs.into_iter().map(|f| format!("- {f}")));
         }
-        s
+        format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
     };
     let causes = conflicts
         .iter()
-        .map(|c| json!({"reason":"FieldManagerConflict","message":format!("conflict with \"{}\"{}", c.manager, using(&c.api_version)),"field":c.field}))
+        .map(|c| json!({"reason":"FieldManagerConflict","message":format!("conflict with {}", printed(c)),"field":c.field}))
         .collect();
-    ApiError::conflict_msg(&ctx.rname(), name, msg, causes)
+    ApiError::apply_conflict(msg, causes)
 }
 
 /// Updates an object through a mutation (PUT / PATCH / apply), on the main resource or `status`.
 pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(Value, bool), ApiError> {
+    // The update handler compares the body's name with the URL before it reads the store
+    // (`checkName` in `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/update.go` / `rest.go`).
+    if let Mutation::Replace(body) = &m
+        && let Some(n) = body.pointer("/metadata/name").and_then(|n| n.as_str())
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
     for _attempt in 0..16 {
         let cur = {
             let st = ctx.server.inner.state.lock().unwrap();
@@ -1291,7 +1300,15 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             && !uid.is_empty()
             && uid != cur_uid
         {
-            return Err(precondition_failed(ctx, name, "UID", uid, cur_uid));
+            // storage.Preconditions.Check (`staging/src/k8s.io/apiserver/pkg/storage/interfaces.go`), turned into a
+            // Conflict on the resource by `storeerr.InterpretUpdateError`.
+            let rname = ctx.rname();
+            let mut e = ApiError::conflict(&rname, name);
+            e.message = format!(
+                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}",
+                rname.qualified()
+            );
+            return Err(e);
         }
         if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
             && n != name
@@ -1341,17 +1358,22 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         // A deleting object cannot gain new finalizers (kube: Forbidden), but may drop them.
         if cur.pointer("/metadata/deletionTimestamp").is_some() {
             let old_f = finalizers(&cur);
-            if finalizers(&new).iter().any(|f| !old_f.contains(f)) {
-                return Err(ApiError::invalid(
-                    &ctx.rt.kind,
-                    &ctx.rt.group,
-                    name,
-                    &[(
-                        "FieldValueForbidden".into(),
-                        "metadata.finalizers".into(),
-                        "Forbidden: no new finalizers can be added if the object is being deleted".into(),
-                    )],
-                ));
+            let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !old_f.contains(f)).collect();
+            if !added.is_empty() {
+                // `ValidateObjectMetaUpdate` (`staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go`)
+                // prints the new finalizers with Go's `%#v`. Built-in kinds run it twice: once in
+                // `rest.BeforeUpdate`'s common checks and once in their own `ValidateUpdate`.
+                let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                let cause = (
+                    "FieldValueForbidden".to_string(),
+                    "metadata.finalizers".to_string(),
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        list.join(", ")
+                    ),
+                );
+                let causes = if ctx.rt.crd { vec![cause] } else { vec![cause.clone(), cause] };
+                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes));
             }
         }
         match sub {
@@ -1374,6 +1396,16 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                     Some(o) => merged["metadata"]["ownerReferences"] = o.clone(),
                     None => {
                         merged["metadata"].as_object_mut().unwrap().remove("ownerReferences");
+                    }
+                }
+                // The Deployment status strategy also keeps the old labels (`deploymentStatusStrategy.PrepareForUpdate`
+                // in `pkg/registry/apps/deployment/strategy.go`).
+                if ctx.rt.group == "apps" && ctx.rt.plural == "deployments" {
+                    match cur.pointer("/metadata/labels") {
+                        Some(l) => merged["metadata"]["labels"] = l.clone(),
+                        None => {
+                            merged["metadata"].as_object_mut().unwrap().remove("labels");
+                        }
                     }
                 }
                 new = merged;
@@ -1432,9 +1464,15 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             validate_custom(ctx, &mut new, Some(&old_out), scope)?;
             new["apiVersion"] = cur["apiVersion"].clone();
         }
+        // A Deployment's annotation change bumps its generation too, since annotations are copied to its
+        // ReplicaSets (`deploymentStrategy.PrepareForUpdate` in `pkg/registry/apps/deployment/strategy.go`).
+        let annotations_bump = !ctx.rt.crd
+            && ctx.rt.group == "apps"
+            && ctx.rt.plural == "deployments"
+            && new.pointer("/metadata/annotations") != cur.pointer("/metadata/annotations");
         if (ctx.rt.crd || generation_tracked(&ctx.rt.group, &ctx.rt.plural))
             && sub != Some("status")
-            && strip_status_for_spec(&new) != strip_status_for_spec(&cur)
+            && (strip_status_for_spec(&new) != strip_status_for_spec(&cur) || annotations_bump)
         {
             let g = cur.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(0);
             new["metadata"]["generation"] = (g + 1).into();
@@ -1510,16 +1548,22 @@ pub struct DeleteOpts {
     pub uid: Option<String>,
     /// Precondition resourceVersion.
     pub rv: Option<String>,
+    /// `gracePeriodSeconds`.
+    pub grace: Option<i64>,
 }
 
-/// `409 Conflict` for a `field` (UID or ResourceVersion) precondition that does not match the stored object.
-fn precondition_failed(ctx: &Ctx, name: &str, field: &str, want: &str, have: &str) -> ApiError {
-    let rname = ctx.rname();
-    let msg = format!(
-        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {field} in precondition: {want}, {field} in object meta: {have}",
-        rname.qualified()
-    );
-    ApiError::conflict_msg(&rname, name, msg, vec![])
+/// `409 Conflict` for a delete precondition that does not match the stored object, as `rest.BeforeDelete`
+/// (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`) words it: the resource is named by its Kind.
+fn precondition_failed(ctx: &Ctx, name: &str, uid: bool, want: &str, have: &str) -> ApiError {
+    let kind = ResourceName { group: &ctx.rt.group, resource: &ctx.rt.kind };
+    let why = if uid {
+        format!("the UID in the precondition ({want}) does not match the UID in record ({have}). The object might have been deleted and then recreated")
+    } else {
+        format!("the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({have}). The object might have been modified")
+    };
+    let mut e = ApiError::conflict(&kind, name);
+    e.message = format!("Operation cannot be fulfilled on {} \"{name}\": {why}", kind.qualified());
+    e
 }
 
 /// Deletes an object: with finalizers it is only marked (deletionTimestamp); otherwise removed and its
@@ -1533,18 +1577,18 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     if let Some(uid) = &opts.uid {
         let have = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
         if uid != have {
-            return Err(precondition_failed(ctx, name, "UID", uid, have));
+            return Err(precondition_failed(ctx, name, true, uid, have));
         }
     }
     if let Some(rv) = &opts.rv {
         let have = cur.pointer("/metadata/resourceVersion").and_then(|u| u.as_str()).unwrap_or_default();
         if rv != have {
-            return Err(precondition_failed(ctx, name, "ResourceVersion", rv, have));
+            return Err(precondition_failed(ctx, name, false, rv, have));
         }
     }
     admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
     if ctx.dry_run {
-        return Ok(deleted_answer(ctx, &cur));
+        return Ok(deleted_answer(ctx, &graceful_pod_answer(ctx, &cur, opts)));
     }
     let is_ns = ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces";
     let mut fins = finalizers(&cur);
@@ -1566,12 +1610,17 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
         super::crd::after_remove(ctx.server, &ctx.rt, &cur);
         gc::after_delete(ctx.server);
         out["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
-        return Ok(deleted_answer(ctx, &out));
+        return Ok(deleted_answer(ctx, &graceful_pod_answer(ctx, &out, opts)));
     }
     let mut new = (*cur).clone();
     if new.pointer("/metadata/deletionTimestamp").is_none() {
         new["metadata"]["deletionTimestamp"] = now().into();
-        new["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+        // The namespace REST sets only the deletionTimestamp (`pkg/registry/core/namespace/storage/storage.go`
+        // `Delete`); the generic store adds a zero grace period for objects that wait for finalizers
+        // (`updateForGracefulDeletionAndFinalizers` in `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`).
+        if !is_ns {
+            new["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+        }
         // rest.BeforeDelete (apiserver pkg/registry/rest/delete.go) bumps the generation when it sets the
         // deletionTimestamp of an object that tracks one.
         if let Some(g) = new.pointer("/metadata/generation").and_then(|g| g.as_i64()) {
@@ -1612,13 +1661,8 @@ fn validate_options(q: &HashMap<String, String>, verb: &str) -> Result<(), ApiEr
                             "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
                         );
                     }
-                    if q.get("allowWatchBookmarks").is_none_or(|b| b != "true") {
-                        forbidden(
-                            &mut causes,
-                            "allowWatchBookmarks",
-                            "sendInitialEvents requires setting allowWatchBookmarks to true",
-                        );
-                    }
+                    // kube-apiserver 1.36 no longer requires allowWatchBookmarks here (`validateWatchOptions` in
+                    // `staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go`).
                 }
                 if !rvm.is_empty() {
                     if !sie {
@@ -1874,8 +1918,31 @@ pub async fn handle_resource(
             Ok(b) => b,
             Err(e) => return error_response(&e),
         };
+        // The create handler runs the field manager on the request object before the registry answers
+        // (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/create.go`), so a review's answer owns the
+        // fields of its spec.
+        let mut recorded = body.clone();
+        let api_version = rt.api_version(rt.preferred());
+        let zero = json!({"metadata": {}});
+        super::apply::record_update(
+            None,
+            &mut recorded,
+            &manager_name(&q, req.headers()),
+            &api_version,
+            "",
+            &now(),
+            &zero,
+            true,
+        );
         return match rbac::review(server, user, &rt, body) {
-            Ok(v) => json_response(201, &v),
+            Ok(mut v) => {
+                if let Some(mf) = recorded.pointer("/metadata/managedFields")
+                    && v["metadata"].is_object()
+                {
+                    v["metadata"]["managedFields"] = mf.clone();
+                }
+                json_response(201, &v)
+            }
             Err(e) => error_response(&e),
         };
     }
@@ -1977,7 +2044,13 @@ pub async fn handle_resource(
         }
         "delete" => {
             let opts = delete_opts(&q, req.body());
-            delete(&ctx, info.name.as_deref().unwrap(), &opts).map(|v| (200, v))
+            match validate_delete_opts(&opts) {
+                Ok(()) => {
+                    let opts = default_propagation(&ctx, opts);
+                    delete(&ctx, info.name.as_deref().unwrap(), &opts).map(|v| (200, v))
+                }
+                Err(e) => Err(e),
+            }
         }
         "deletecollection" => {
             let lopts = match list_opts(&q, &rt) {
@@ -1985,7 +2058,13 @@ pub async fn handle_resource(
                 Err(e) => return error_response(&e),
             };
             let dopts = delete_opts(&q, req.body());
-            deletecollection(&ctx, &lopts, &dopts).map(|v| (200, v))
+            match validate_delete_opts(&dopts) {
+                Ok(()) => {
+                    let dopts = default_propagation(&ctx, dopts);
+                    deletecollection(&ctx, &lopts, &dopts).map(|v| (200, v))
+                }
+                Err(e) => Err(e),
+            }
         }
         _ => Err(ApiError::method_not_allowed()),
     };
@@ -2034,7 +2113,15 @@ pub async fn handle_resource(
 fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
     let pod = get(ctx, name)?;
     let ns = ctx.ns_key();
-    let pdbs: Vec<Value> = {
+    // `canIgnorePDB` (`pkg/registry/core/pod/storage/eviction.go`): a pod that is Pending, Succeeded, Failed or
+    // already deleting is deleted without consulting any PodDisruptionBudget.
+    let ignore_pdb = matches!(
+        pod.pointer("/status/phase").and_then(|p| p.as_str()),
+        None | Some("Pending") | Some("Succeeded") | Some("Failed")
+    ) || pod.pointer("/metadata/deletionTimestamp").is_some();
+    let pdbs: Vec<Value> = if ignore_pdb {
+        Vec::new()
+    } else {
         let st = ctx.server.inner.state.lock().unwrap();
         st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns)).iter().map(|p| (**p).clone()).collect()
     };
@@ -2157,7 +2244,67 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
             .or_else(|| (orphan == Some(true)).then(|| "Orphan".to_string())),
         uid: b.pointer("/preconditions/uid").and_then(|u| u.as_str()).map(String::from),
         rv: b.pointer("/preconditions/resourceVersion").and_then(|u| u.as_str()).map(String::from),
+        grace: b
+            .get("gracePeriodSeconds")
+            .and_then(|g| g.as_i64())
+            .or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok())),
     }
+}
+
+/// `ValidateDeleteOptions` (`staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go`),
+/// run by the delete handlers before the store (`handlers/delete.go`).
+fn validate_delete_opts(o: &DeleteOpts) -> Result<(), ApiError> {
+    match o.propagation.as_deref() {
+        None | Some("Foreground") | Some("Background") | Some("Orphan") => Ok(()),
+        Some(p) => Err(ApiError::invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            &[(
+                "FieldValueNotSupported".into(),
+                "propagationPolicy".into(),
+                format!("Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+            )],
+        )),
+    }
+}
+
+/// batch/v1 Jobs orphan their pods by default (`DefaultGarbageCollectionPolicy` in
+/// `pkg/registry/batch/job/strategy.go`), and the Job REST warns about it when the client chose no policy
+/// (`deleteOptionWarnings` in `pkg/registry/batch/job/storage/storage.go`).
+fn default_propagation(ctx: &Ctx, mut o: DeleteOpts) -> DeleteOpts {
+    if !ctx.rt.crd && ctx.rt.group == "batch" && ctx.rt.plural == "jobs" && o.propagation.is_none() {
+        add_warning("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning".into());
+        o.propagation = Some("Orphan".into());
+    }
+    o
+}
+
+/// What `rest.BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`) writes into a pod it
+/// deletes gracefully, as the answer shows it: a deletionTimestamp, the grace period chosen by the pod strategy's
+/// `CheckGracefulDelete` (`pkg/registry/core/pod/strategy.go`: 0 for a pod without node or in a terminal phase,
+/// else the option or `terminationGracePeriodSeconds`) and a generation bump. Without a kubelet the pod is then
+/// removed at once.
+fn graceful_pod_answer(ctx: &Ctx, obj: &Value, opts: &DeleteOpts) -> Value {
+    let mut o = obj.clone();
+    if ctx.rt.crd || !ctx.rt.group.is_empty() || ctx.rt.plural != "pods" || o.pointer("/metadata/deletionTimestamp").is_some() {
+        return o;
+    }
+    let unscheduled = o.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_none_or(|n| n.is_empty());
+    let terminal = matches!(o.pointer("/status/phase").and_then(|p| p.as_str()), Some("Succeeded") | Some("Failed"));
+    let grace = if unscheduled || terminal {
+        0
+    } else {
+        opts.grace
+            .or_else(|| o.pointer("/spec/terminationGracePeriodSeconds").and_then(|g| g.as_i64()))
+            .unwrap_or(30)
+    };
+    o["metadata"]["deletionTimestamp"] = now().into();
+    o["metadata"]["deletionGracePeriodSeconds"] = grace.into();
+    if let Some(g) = o.pointer("/metadata/generation").and_then(|g| g.as_i64()) {
+        o["metadata"]["generation"] = (g + 1).into();
+    }
+    o
 }
 
 impl ApiServer {

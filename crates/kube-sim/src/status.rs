@@ -80,14 +80,11 @@ impl ApiError {
         e
     }
 
-    /// `409 Conflict` with a custom message (e.g. server-side apply conflicts).
-    pub fn conflict_msg(r: &ResourceName, name: &str, msg: String, causes: Vec<Value>) -> Self {
+    /// `409 Conflict` of server-side apply: only the causes in `details`, no name or kind
+    /// (`errors.NewApplyConflict` in `staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`).
+    pub fn apply_conflict(msg: String, causes: Vec<Value>) -> Self {
         let mut e = Self::new(409, "Conflict", msg);
-        let mut d = r.details(name);
-        if !causes.is_empty() {
-            d["causes"] = Value::Array(causes);
-        }
-        e.details = Some(d);
+        e.details = Some(json!({ "causes": causes }));
         e
     }
 
@@ -133,9 +130,20 @@ impl ApiError {
         e
     }
 
-    /// `405 MethodNotAllowed`.
+    /// `405 MethodNotAllowed`, with the empty `details` of apimachinery's `errors.NewMethodNotSupported`
+    /// (`staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`: `Details: &metav1.StatusDetails{Group, Kind}`,
+    /// both empty for a non-resource path or a collection without DELETE).
     pub fn method_not_allowed() -> Self {
-        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        let mut e = Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+        e.details = Some(json!({}));
+        e
+    }
+
+    /// `500` for a plain Go error that is no API status: `responsewriters.ErrorToAPIStatus`
+    /// (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/status.go`) answers code 500 with
+    /// the error text as message and no reason.
+    pub fn plain_500(msg: impl Into<String>) -> Self {
+        Self::new(500, "", msg)
     }
 
     /// `404` for an unknown path (kube-apiserver's generic answer).
@@ -185,6 +193,10 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // `reason` is `omitempty` (metav1.Status): a plain error has none.
+        if self.reason.is_empty() {
+            s.as_object_mut().unwrap().remove("reason");
+        }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }

@@ -121,6 +121,9 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
                         if !bookmarks { continue; }
                         encode("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": api_version, "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null}}))
                     }
+                    // The cacher sends the end-of-initial-events bookmark only to watchers that allow bookmarks
+                    // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`).
+                    Some(WatchItem::InitialEnd(_)) if !bookmarks => continue,
                     Some(WatchItem::InitialEnd(rv)) => encode("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": api_version,
                         "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null, "annotations": {"k8s.io/initial-events-end": "true"}}})),
                 },
