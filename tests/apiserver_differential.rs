@@ -1424,6 +1424,19 @@ impl Norm {
                 {
                     *n = format!("{g}<gen>");
                 }
+                // The same rule for the name cell of a Table row whose object (metadata) carries the
+                // generateName: the random suffix is no behaviour.
+                let row_gen = m.get("object").and_then(|o| o.get("metadata")).and_then(|md| {
+                    let g = md.get("generateName")?.as_str()?;
+                    let n = md.get("name")?.as_str()?;
+                    (n.starts_with(g) && n.len() == g.len() + 5).then(|| (g.to_string(), n.to_string()))
+                });
+                if let (Some((g, n)), Some(Value::Array(cells))) = (row_gen, m.get_mut("cells"))
+                    && let Some(Value::String(c0)) = cells.first_mut()
+                    && *c0 == n
+                {
+                    *c0 = format!("{g}<gen>");
+                }
                 for (k, x) in m.iter_mut() {
                     self.value(side, x, k, in_cells);
                 }

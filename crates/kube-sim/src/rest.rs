@@ -267,7 +267,6 @@ fn name_error(kind: &str, group: &str, name: &str, msg: String) -> ApiError {
 
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
 fn is_label(s: &str) -> bool {
     !s.is_empty()
@@ -299,9 +298,12 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
                 return Err(name_error(kind, group, name, msg));
             }
         }
-        ("", "services") => {
-            if !is_label(name) || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
-                return Err(name_error(kind, group, name, DNS1035_LABEL_MSG.into()));
+        // Service names are RFC 1123 labels since the RelaxedServiceNameValidation feature
+        // (`pkg/apis/core/validation/validation.go` `ValidateServiceName`); StatefulSet names are labels too, as
+        // their pods' hostnames (`pkg/apis/apps/validation/validation.go` `ValidateStatefulSetName`).
+        ("", "services") | ("apps", "statefulsets") => {
+            if !is_label(name) {
+                return Err(name_error(kind, group, name, DNS1123_LABEL_MSG.into()));
             }
         }
         _ => {
@@ -378,11 +380,14 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
     if let Some(labels) = obj.pointer("/metadata/labels").and_then(|l| l.as_object()) {
         for (k, v) in labels {
             if !is_qualified_key(k) {
-                causes.push((
-                    "FieldValueInvalid".into(),
-                    "metadata.labels".into(),
-                    format!("Invalid value: \"{k}\": {QUALIFIED_NAME_MSG}"),
-                ));
+                // A key with more than one '/' is reported as a whole (`IsQualifiedName` in
+                // `staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go`, worded for label keys).
+                let msg = if k.matches('/').count() > 1 {
+                    format!("a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')", QUALIFIED_NAME_MSG.trim_start_matches("name part "))
+                } else {
+                    QUALIFIED_NAME_MSG.to_string()
+                };
+                causes.push(("FieldValueInvalid".into(), "metadata.labels".into(), format!("Invalid value: \"{k}\": {msg}")));
             }
             let v = v.as_str().unwrap_or_default();
             if v.len() > 63 {
@@ -419,7 +424,63 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
             }
         }
     }
+    if let Some(refs) = obj.pointer("/metadata/ownerReferences").and_then(|r| r.as_array()) {
+        causes.extend(owner_reference_causes(refs));
+    }
     if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&rt.kind, &rt.group, name, &causes)) }
+}
+
+/// `ValidateOwnerReferences` (`staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go`): every
+/// reference needs a version, kind, name and uid, and at most one may be the controller. An invalid list is
+/// printed as JSON in the Go field order of `metav1.OwnerReference`.
+fn owner_reference_causes(refs: &[Value]) -> Vec<(String, String, String)> {
+    let mut causes = Vec::new();
+    let st = |r: &Value, k: &str| r.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let mut first_controller = String::new();
+    for r in refs {
+        let api_version = st(r, "apiVersion");
+        let version = api_version.rsplit('/').next().unwrap_or_default();
+        if version.is_empty() {
+            causes.push(("FieldValueInvalid".into(), "metadata.ownerReferences.apiVersion".into(), format!("Invalid value: {api_version:?}: version must not be empty")));
+        }
+        for f in ["kind", "name", "uid"] {
+            let v = st(r, f);
+            if v.is_empty() {
+                causes.push(("FieldValueInvalid".into(), format!("metadata.ownerReferences.{f}"), format!("Invalid value: {v:?}: must not be empty")));
+            }
+        }
+        if r.get("controller").and_then(|c| c.as_bool()) == Some(true) {
+            let cur = format!("{}/{}", st(r, "kind"), st(r, "name"));
+            if first_controller.is_empty() {
+                first_controller = cur;
+            } else {
+                let printed: Vec<String> = refs
+                    .iter()
+                    .map(|r| {
+                        let mut parts = Vec::new();
+                        for f in ["apiVersion", "kind", "name", "uid"] {
+                            parts.push(format!("{f:?}:{}", serde_json::to_string(&st(r, f)).unwrap_or_default()));
+                        }
+                        for f in ["controller", "blockOwnerDeletion"] {
+                            if let Some(b) = r.get(f).and_then(|b| b.as_bool()) {
+                                parts.push(format!("{f:?}:{b}"));
+                            }
+                        }
+                        format!("{{{}}}", parts.join(","))
+                    })
+                    .collect();
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    "metadata.ownerReferences".into(),
+                    format!(
+                        "Invalid value: [{}]: Only one reference can have Controller set to true. Found \"true\" in references for {first_controller} and {cur}",
+                        printed.join(",")
+                    ),
+                ));
+            }
+        }
+    }
+    causes
 }
 
 /// Immutability rules of built-in kinds that clients run into (422 like kube-apiserver).
@@ -449,6 +510,7 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                         "updateStrategy",
                         "persistentVolumeClaimRetentionPolicy",
                         "minReadySeconds",
+                        "revisionHistoryLimit",
                     ] {
                         m.remove(f);
                     }
@@ -456,10 +518,24 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                 spec
             };
             if strip(cur) != strip(new) {
-                return forbid(
-                    "spec",
-                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
-                );
+                // `ValidateStatefulSetUpdate` (`pkg/apis/apps/validation/validation.go`) also reports a template
+                // whose labels no longer match the selector, before the forbidden-update cause.
+                let sel = LabelSelector::from_json(new.pointer("/spec/selector").unwrap_or(&Value::Null));
+                let tl = new.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
+                let mut causes = Vec::new();
+                if !sel.0.is_empty() && !sel.matches(&json!({"metadata": {"labels": tl}})) {
+                    causes.push((
+                        "FieldValueInvalid".to_string(),
+                        "spec.template.metadata.labels".to_string(),
+                        format!("Invalid value: {}: `selector` does not match template `labels`", serde_json::to_string(&tl).unwrap_or_default()),
+                    ));
+                }
+                causes.push((
+                    "FieldValueForbidden".to_string(),
+                    "spec".to_string(),
+                    "Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".to_string(),
+                ));
+                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes));
             }
         }
         ("", "configmaps") | ("", "secrets") if cur.get("immutable").and_then(|i| i.as_bool()) == Some(true) => {
@@ -825,6 +901,13 @@ fn create_strategy_fields(ctx: &Ctx, obj: &mut Value) {
                         l.entry(k).or_insert_with(|| v.clone().into());
                     }
                 }
+                // A Job without labels takes its pod template's labels (`SetDefaults_Job`,
+                // `pkg/apis/batch/v1/defaults.go`), which kube-apiserver 1.36 answers with the generated ones.
+                if obj.pointer("/metadata/labels").and_then(|l| l.as_object()).is_none_or(|l| l.is_empty())
+                    && let Some(tl) = obj.pointer("/spec/template/metadata/labels").cloned()
+                {
+                    obj["metadata"]["labels"] = tl;
+                }
             }
         }
         ("", "nodes") => {
@@ -902,8 +985,13 @@ fn without_strategy_fields(ctx: &Ctx, obj: &Value) -> Value {
         }
         ("", "services") => {
             if let Some(spec) = o.get_mut("spec").and_then(|s| s.as_object_mut()) {
+                // Allocated addresses are the registry's; a headless `clusterIP: None` can only come from the
+                // client, which then owns it.
+                let headless = spec.get("clusterIP").and_then(|c| c.as_str()) == Some("None");
                 for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-                    spec.remove(f);
+                    if !(headless && f == "clusterIP") {
+                        spec.remove(f);
+                    }
                 }
             }
         }
@@ -1284,6 +1372,22 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                     ("coordination.k8s.io", "leases") | ("policy", "poddisruptionbudgets")
                 ))
         {
+            // A custom resource's body was decoded (and its unknown fields warned about) before the store
+            // rejects the update (`staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/customresource_handler.go`,
+            // `unstructuredDecoder`).
+            if ctx.rt.crd
+                && ctx.warn_unknown
+                && !ctx.strict
+                && let Some(v) = ctx.rt.validators.get(&ctx.version).or_else(|| ctx.rt.validators.values().next())
+            {
+                let mut pruned = new.clone();
+                v.default_and_prune(&mut pruned);
+                let mut unknown = Vec::new();
+                pruned_paths(&new, &pruned, "", &mut unknown);
+                for p in unknown {
+                    add_warning(format!("unknown field \"{p}\""));
+                }
+            }
             return Err(ApiError::invalid(
                 &ctx.rt.plural,
                 &ctx.rt.group,
@@ -1478,7 +1582,28 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             new["metadata"]["generation"] = (g + 1).into();
         }
         let ts = now();
-        if !matches!(m, Mutation::Apply(..)) {
+        if !matches!(m, Mutation::Apply(..)) && ctx.events_api() {
+            // The field manager compares the objects in the request's version (`events.k8s.io/v1` names:
+            // `note`, `regarding`, `deprecatedSource`), not in the stored core/v1 form.
+            let mut ext_new = super::events::to_external(&new);
+            let ext_cur = super::events::to_external(&cur);
+            apply::record_update(
+                Some(&ext_cur),
+                &mut ext_new,
+                &ctx.manager,
+                &ctx.api_version(),
+                sub.unwrap_or(""),
+                &ts,
+                &ctx.zero(),
+                !ctx.rt.crd,
+            );
+            match ext_new.pointer("/metadata/managedFields") {
+                Some(mf) => new["metadata"]["managedFields"] = mf.clone(),
+                None => {
+                    new["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
+                }
+            }
+        } else if !matches!(m, Mutation::Apply(..)) {
             apply::record_update(
                 Some(&cur),
                 &mut new,
@@ -1587,9 +1712,6 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
         }
     }
     admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
-    if ctx.dry_run {
-        return Ok(deleted_answer(ctx, &graceful_pod_answer(ctx, &cur, opts)));
-    }
     let is_ns = ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces";
     let mut fins = finalizers(&cur);
     match opts.propagation.as_deref() {
@@ -1602,6 +1724,10 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     let ns_done = is_ns
         && cur.pointer("/metadata/deletionTimestamp").is_some()
         && cur.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
+    // A dry run answers what the delete would: the removed object, or the object marked for deletion.
+    if ctx.dry_run && fins.is_empty() && (!is_ns || ns_done) {
+        return Ok(deleted_answer(ctx, &graceful_pod_answer(ctx, &cur, opts)));
+    }
     let mut st = ctx.server.inner.state.lock().unwrap();
     if fins.is_empty() && (!is_ns || ns_done) {
         let mut out = ctx.out(&cur);
@@ -1632,6 +1758,9 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     }
     if is_ns {
         new["status"]["phase"] = "Terminating".into();
+    }
+    if ctx.dry_run {
+        return Ok(ctx.out(&new));
     }
     let stored = if new == *cur { cur.clone() } else { st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new)) };
     drop(st);
@@ -1923,7 +2052,8 @@ pub async fn handle_resource(
         // fields of its spec.
         let mut recorded = body.clone();
         let api_version = rt.api_version(rt.preferred());
-        let zero = json!({"metadata": {}});
+        // Access reviews' spec is a non-pointer struct: it always exists in the Go zero value.
+        let zero = json!({"metadata": {}, "spec": {}});
         super::apply::record_update(
             None,
             &mut recorded,
@@ -2218,7 +2348,7 @@ pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListO
     Ok(ListOpts {
         labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
             .map_err(ApiError::bad_request)?,
-        fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.group, &rt.plural)
+        fields: FieldSelector::parse_for(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.group, &rt.plural, rt.crd)
             .map_err(ApiError::bad_request)?,
         // The query parameter converter's strconv error (apimachinery `pkg/conversion/queryparams`).
         limit: match q.get("limit") {

@@ -92,14 +92,16 @@ impl ApiError {
     pub fn invalid(kind: &str, group: &str, name: &str, causes: &[(String, String, String)]) -> Self {
         // causes: (reason, field, message-without-field-prefix)
         let qual = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let body = if causes.len() == 1 {
-            let (_, f, m) = &causes[0];
-            if f.is_empty() { m.clone() } else { format!("{f}: {m}") }
-        } else {
-            let parts: Vec<String> =
-                causes.iter().map(|(_, f, m)| if f.is_empty() { m.clone() } else { format!("{f}: {m}") }).collect();
-            format!("[{}]", parts.join(", "))
-        };
+        // The message is `ErrorList.ToAggregate()`, which drops repeated messages
+        // (`staging/src/k8s.io/apimachinery/pkg/util/validation/field/errors.go`); the causes keep them all.
+        let mut parts: Vec<String> = Vec::new();
+        for (_, f, m) in causes {
+            let p = if f.is_empty() { m.clone() } else { format!("{f}: {m}") };
+            if !parts.contains(&p) {
+                parts.push(p);
+            }
+        }
+        let body = if parts.len() == 1 { parts.remove(0) } else { format!("[{}]", parts.join(", ")) };
         let mut e = Self::new(422, "Invalid", format!("{qual} \"{name}\" is invalid: {body}"));
         let mut d = serde_json::Map::new();
         // StatusDetails.name is `omitempty` (apimachinery pkg/apis/meta/v1/types.go).

@@ -31,7 +31,9 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
     }
     let bookmarks = q.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
     let send_initial = q.get("sendInitialEvents").is_some_and(|b| b == "true");
-    if send_initial && (!bookmarks || q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan")) {
+    // kube-apiserver 1.36 serves sendInitialEvents without allowWatchBookmarks (the watch then simply gets no
+    // end-of-initial-events bookmark); only resourceVersionMatch=NotOlderThan is required.
+    if send_initial && q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
         return error_response(&ApiError::invalid("ListOptions", "meta.k8s.io", "", &[(
             "FieldValueForbidden".into(),
             "sendInitialEvents".into(),
