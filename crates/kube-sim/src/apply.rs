@@ -522,6 +522,12 @@ pub fn apply(
             // `typed/compare.go` never reports it modified), so it never conflicts by itself.
             .filter(|p| p.last().is_none_or(|l| l != "."))
             .filter(|p| new_set.contains(*p) && value_at(&base, p) != value_at(applied, p))
+            // An empty map merges into a live map without changing it, so it conflicts with nothing
+            // (structured-merge-diff compares the merged object with the live one).
+            .filter(|p| {
+                !(value_at(applied, p).is_some_and(|v| v.as_object().is_some_and(|m| m.is_empty()))
+                    && value_at(&base, p).is_some_and(|v| v.is_object()))
+            })
             .cloned()
             .collect();
         if force {

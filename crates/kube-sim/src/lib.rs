@@ -51,7 +51,7 @@ pub use requestlog::{RequestLog, RequestRecord};
 pub use resources::{PrinterColumn, ResourceType, ScalePaths};
 pub use selectors::{FieldSelector, LabelSelector};
 pub use status::ApiError;
-pub use transport::HttpEndpoint;
+pub use transport::{HttpEndpoint, TlsIdentity};
 
 /// Errors of the embedded API server's Rust API.
 #[derive(Debug, thiserror::Error)]
@@ -295,7 +295,13 @@ impl ApiServer {
     /// ([`HttpEndpoint::ca_pem`]); the returned endpoint stops serving when dropped. Write its kubeconfig with
     /// [`ApiServer::kubeconfig_yaml_for`]: over TLS kubectl sends the user's bearer token, `get --raw` included.
     pub async fn serve_https(&self, addr: SocketAddr) -> std::io::Result<HttpEndpoint> {
-        transport::serve_https(self.clone(), addr).await
+        let identity = TlsIdentity::generate().map_err(std::io::Error::other)?;
+        transport::serve_https(self.clone(), addr, identity).await
+    }
+
+    /// [`ApiServer::serve_https`] with a given identity (e.g. the one of an earlier run, kept by the caller).
+    pub async fn serve_https_as(&self, addr: SocketAddr, identity: TlsIdentity) -> std::io::Result<HttpEndpoint> {
+        transport::serve_https(self.clone(), addr, identity).await
     }
 
     /// A kubeconfig for `user` against `ep`: for a TLS endpoint the server URL as it is, the CA as

@@ -595,16 +595,21 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
             }
         }
         ("", "secrets") if cur.get("type") != new.get("type") => {
-            return Err(ApiError::invalid(
-                &ctx.rt.kind,
-                &ctx.rt.group,
-                name,
-                &[(
-                    "FieldValueInvalid".into(),
-                    "type".into(),
-                    format!("Invalid value: {}: field is immutable", new.get("type").cloned().unwrap_or_default()),
-                )],
-            ));
+            // `ValidateSecretUpdate` (`pkg/apis/core/validation/validation.go`) also validates the new Secret as
+            // a whole: a `kubernetes.io/tls` Secret needs both key pair entries.
+            let mut causes = vec![(
+                "FieldValueInvalid".to_string(),
+                "type".to_string(),
+                format!("Invalid value: {}: field is immutable", new.get("type").cloned().unwrap_or_default()),
+            )];
+            if new.get("type").and_then(|t| t.as_str()) == Some("kubernetes.io/tls") {
+                for k in ["tls.crt", "tls.key"] {
+                    if new.pointer("/data").and_then(|d| d.get(k)).is_none() {
+                        causes.push(("FieldValueRequired".into(), format!("data[{k}]"), "Required value".into()));
+                    }
+                }
+            }
+            return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes));
         }
         ("", "persistentvolumeclaims") => {
             let strip = |o: &Value| {
@@ -2095,7 +2100,16 @@ pub async fn handle_resource(
         };
     }
     if sub == Some("log") {
-        return Response::builder().status(200).header("content-type", "text/plain").body(full("")).unwrap();
+        // `LogLocation` (`pkg/registry/core/pod/strategy.go`) has no location for a pod without a node, and the
+        // streaming handler answers a nil stream with 204 (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/
+        // responsewriters/writers.go` `StreamObject`). There is no kubelet behind a scheduled pod: its log is empty.
+        let pod = match get(&ctx, info.name.as_deref().unwrap_or_default()) {
+            Ok(p) => p,
+            Err(e) => return error_response(&e),
+        };
+        let scheduled = pod.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_some_and(|n| !n.is_empty());
+        let code = if scheduled { 200 } else { 204 };
+        return Response::builder().status(code).header("content-type", "text/plain").body(full("")).unwrap();
     }
     if sub == Some("scale") {
         return super::scale::handle(&ctx, req, info, verb, &ct);
@@ -2233,7 +2247,8 @@ pub async fn handle_resource(
             }
             _ => json_response(code, &v),
         },
-        Err(e) => return error_response(&e),
+        // Warnings collected before the failure (unknown fields of a decoded body) go out with the error too.
+        Err(e) => return with_warnings(error_response(&e), warnings),
     };
     with_warnings(resp, warnings)
 }

@@ -61,6 +61,8 @@ pub struct HttpEndpoint {
     pub url: String,
     /// PEM of the CA that signed the serving certificate (TLS endpoints only).
     pub ca_pem: Option<String>,
+    /// The TLS identity served (TLS endpoints only), to serve the same certificate after a restart.
+    pub tls: Option<TlsIdentity>,
     /// The bound port.
     pub port: u16,
     /// The bound address.
@@ -117,42 +119,72 @@ pub async fn serve_http(server: ApiServer, addr: SocketAddr) -> std::io::Result<
     serve(server, addr, None).await
 }
 
-/// Binds `addr` and serves HTTPS until the endpoint is dropped, with a serving certificate for `127.0.0.1`
-/// and `localhost` signed by a CA made for this endpoint ([`HttpEndpoint::ca_pem`]). Over TLS, client-go sends
-/// the kubeconfig's bearer token (over plain http it sends none), so `kubectl get --raw` authenticates.
-pub async fn serve_https(server: ApiServer, addr: SocketAddr) -> std::io::Result<HttpEndpoint> {
-    let (ca_pem, config) = tls_config().map_err(std::io::Error::other)?;
-    let mut ep = serve(server, addr, Some(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))).await?;
-    ep.ca_pem = Some(ca_pem);
-    Ok(ep)
+/// The TLS identity of an HTTPS endpoint: the CA's PEM (for kubeconfigs) and the serving certificate chain
+/// and key (DER, base64), so that a restarted server can present the same certificate to clients that kept
+/// the old kubeconfig.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct TlsIdentity {
+    /// PEM of the CA that signed the serving certificate.
+    pub ca_pem: String,
+    /// Serving certificate and CA certificate, DER in base64.
+    pub chain: Vec<String>,
+    /// PKCS#8 key of the serving certificate, DER in base64.
+    pub key: String,
 }
 
-/// A fresh CA and a serving certificate signed by it (like kube-apiserver's self-signed serving certificate
-/// for `--bind-address` when no `--tls-cert-file` is given: `staging/src/k8s.io/apiserver/pkg/server/options/serving.go`).
-fn tls_config() -> Result<(String, tokio_rustls::rustls::ServerConfig), String> {
-    use tokio_rustls::rustls;
-    let e = |e: rcgen::Error| e.to_string();
-    let ca_key = rcgen::KeyPair::generate().map_err(e)?;
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(e)?;
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "kube-sim-ca");
-    let ca_cert = ca_params.self_signed(&ca_key).map_err(e)?;
-    let ca_pem = ca_cert.pem();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().map_err(e)?;
-    let mut params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).map_err(e)?;
-    params.distinguished_name.push(rcgen::DnType::CommonName, "kube-sim");
-    let cert = params.signed_by(&key, &issuer).map_err(e)?;
-    let chain = vec![cert.der().clone(), ca_cert.der().clone()];
-    let key_der = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
-    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(chain, key_der)
-        .map_err(|e| e.to_string())?;
-    Ok((ca_pem, config))
+impl TlsIdentity {
+    /// A fresh CA and a serving certificate for `127.0.0.1` and `localhost` signed by it (kube-apiserver
+    /// likewise makes a self-signed serving certificate when given none:
+    /// `staging/src/k8s.io/apiserver/pkg/server/options/serving.go` `MaybeDefaultWithSelfSignedCerts`).
+    pub fn generate() -> Result<Self, String> {
+        use base64::Engine;
+        let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
+        let e = |e: rcgen::Error| e.to_string();
+        let ca_key = rcgen::KeyPair::generate().map_err(e)?;
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(e)?;
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "kube-sim-ca");
+        let ca_cert = ca_params.self_signed(&ca_key).map_err(e)?;
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().map_err(e)?;
+        let mut params =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).map_err(e)?;
+        params.distinguished_name.push(rcgen::DnType::CommonName, "kube-sim");
+        let cert = params.signed_by(&key, &issuer).map_err(e)?;
+        Ok(TlsIdentity {
+            ca_pem: ca_cert.pem(),
+            chain: vec![b64(cert.der()), b64(ca_cert.der())],
+            key: b64(&key.serialize_der()),
+        })
+    }
+
+    fn server_config(&self) -> Result<tokio_rustls::rustls::ServerConfig, String> {
+        use base64::Engine;
+        use tokio_rustls::rustls;
+        let d = |s: &str| base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| e.to_string());
+        let chain = self
+            .chain
+            .iter()
+            .map(|c| d(c).map(rustls::pki_types::CertificateDer::from))
+            .collect::<Result<Vec<_>, _>>()?;
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(d(&self.key)?.into());
+        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Binds `addr` and serves HTTPS with `identity` until the endpoint is dropped. Over TLS, client-go sends the
+/// kubeconfig's bearer token (over plain http it sends none), so `kubectl get --raw` authenticates.
+pub async fn serve_https(server: ApiServer, addr: SocketAddr, identity: TlsIdentity) -> std::io::Result<HttpEndpoint> {
+    let config = identity.server_config().map_err(std::io::Error::other)?;
+    let mut ep = serve(server, addr, Some(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))).await?;
+    ep.ca_pem = Some(identity.ca_pem.clone());
+    ep.tls = Some(identity);
+    Ok(ep)
 }
 
 async fn serve(
@@ -193,6 +225,7 @@ async fn serve(
     Ok(HttpEndpoint {
         url: format!("{scheme}://{local}"),
         ca_pem: None,
+        tls: None,
         port: local.port(),
         addr: local,
         shutdown: tx,
