@@ -614,8 +614,13 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
         ("", "persistentvolumeclaims") => {
             let strip = |o: &Value| {
                 let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
+                // Only a bound claim may change its storage request (`ValidatePersistentVolumeClaimUpdate` in
+                // `pkg/apis/core/validation/validation.go`).
+                let bound = new.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Bound");
+                if bound && let Some(r) = spec.pointer_mut("/resources/requests").and_then(|r| r.as_object_mut()) {
+                    r.remove("storage");
+                }
                 if let Some(m) = spec.as_object_mut() {
-                    m.remove("resources");
                     m.remove("volumeAttributesClassName");
                     if o.pointer("/spec/volumeName").is_none() {
                         m.remove("volumeName");
@@ -667,11 +672,31 @@ fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope
         }
     }
     let errs = v.validate(obj, old, scope);
-    if errs.is_empty() {
+    // `ValidateScaleSpec` (apiextensions-apiserver `pkg/registry/customresource/validator.go`) reads the spec
+    // replicas with `unstructured.NestedInt64`, whose error names the Go type of a value of another type.
+    let mut scale_cause = None;
+    if let (Scope::Main, Some(sc)) = (scope, &ctx.rt.scale) {
+        let ptr = sc.spec_replicas.replace('.', "/");
+        if let Some(val) = obj.pointer(&ptr).filter(|v| !v.is_i64() && !v.is_null()) {
+            let (shown, go_type) = match val {
+                Value::String(s) => (s.clone(), "string"),
+                Value::Bool(b) => (b.to_string(), "bool"),
+                Value::Number(n) => (n.to_string(), "float64"),
+                Value::Array(_) => (val.to_string(), "[]interface {}"),
+                _ => (val.to_string(), "map[string]interface {}"),
+            };
+            scale_cause = Some((
+                "FieldValueInvalid".to_string(),
+                sc.spec_replicas.clone(),
+                format!("Invalid value: 0: {} accessor error: {shown} is of the type {go_type}, expected int64", sc.spec_replicas),
+            ));
+        }
+    }
+    if errs.is_empty() && scale_cause.is_none() {
         return Ok(());
     }
     let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
-    let causes: Vec<(String, String, String)> = errs
+    let mut causes: Vec<(String, String, String)> = errs
         .iter()
         .map(|e| {
             let prefix = format!("{}: ", e.field);
@@ -679,6 +704,11 @@ fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope
             (e.reason.clone(), e.field.clone(), msg)
         })
         .collect();
+    if let Some(c) = scale_cause {
+        // Before the note that CEL rules were skipped, which closes the list.
+        let at = causes.iter().position(|(_, f, _)| f == "<nil>").unwrap_or(causes.len());
+        causes.insert(at, c);
+    }
     Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, &name, &causes))
 }
 
@@ -760,12 +790,7 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
         _ => {}
     }
     match obj.get("kind").and_then(|a| a.as_str()) {
-        Some(k) if k != ctx.rt.kind => {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                ctx.rt.kind
-            )));
-        }
+        Some(k) if k != ctx.rt.kind => return Err(kind_mismatch(ctx, &obj, k)),
         _ => {}
     }
     prune_builtin(ctx, &mut obj)?;
@@ -1291,6 +1316,25 @@ fn apply_conflict(conflicts: Vec<apply::Conflict>) -> ApiError {
     ApiError::apply_conflict(msg, causes)
 }
 
+/// A body of another kind. Built-in kinds fail in the codec's conversion to the internal type
+/// (`runtime.Scheme.Convert` in `staging/src/k8s.io/apimachinery/pkg/runtime/scheme.go`, wrapped by the
+/// handlers' "cannot be handled as" decoding error); custom resources compare the kinds.
+fn kind_mismatch(ctx: &Ctx, obj: &Value, kind: &str) -> ApiError {
+    if ctx.rt.crd {
+        return ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            ctx.rt.kind
+        ));
+    }
+    let api_version = obj.get("apiVersion").and_then(|a| a.as_str()).unwrap_or("v1");
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    let internal = if ctx.rt.group.is_empty() { "core" } else { ctx.rt.group.split('.').next().unwrap_or("core") };
+    ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {want}: converting ({version}.{kind}) to ({internal}.{want}): unknown conversion",
+        want = ctx.rt.kind
+    ))
+}
+
 /// Updates an object through a mutation (PUT / PATCH / apply), on the main resource or `status`.
 pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(Value, bool), ApiError> {
     // The update handler compares the body's name with the URL before it reads the store
@@ -1429,10 +1473,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         if let Some(k) = new.get("kind").and_then(|k| k.as_str())
             && k != ctx.rt.kind
         {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                ctx.rt.kind
-            )));
+            return Err(kind_mismatch(ctx, &new, k));
         }
         if ctx.rt.namespaced
             && let Some(n) = new.pointer("/metadata/namespace").and_then(|n| n.as_str())
