@@ -95,6 +95,9 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
     epoch.borrow_and_update();
     let interval = server.inner.opts.bookmark_interval;
     tokio::spawn(async move {
+        // Table watches carry the column definitions in their first event only (the watch encoder of
+        // `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/watch.go` omits the header after it).
+        let mut table_header_sent = false;
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
@@ -111,7 +114,14 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
                                 let mut o = if rt.group == "events.k8s.io" { super::events::to_external(&o) } else { (*o).clone() };
                                 o["apiVersion"] = api_version.clone().into();
                                 let o = match form {
-                                    Form::Table => super::table::to_table(&rt, &o, false, ""),
+                                    Form::Table => {
+                                        let mut t = super::table::to_table(&rt, &o, false, "");
+                                        if table_header_sent {
+                                            t["columnDefinitions"] = Value::Null;
+                                        }
+                                        table_header_sent = true;
+                                        t
+                                    }
                                     Form::Metadata => partial_metadata(&o),
                                     Form::Full => o,
                                 };
