@@ -249,7 +249,9 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
     let identity = match std::fs::read(&tls_file) {
         Ok(bytes) if a.reuse_tokens => serde_json::from_slice(&bytes)
             .map_err(|e| anyhow::anyhow!("{} is not a serving identity (--reuse-tokens): {e}", tls_file.display()))?,
-        _ => kube_sim::TlsIdentity::generate().map_err(|e| anyhow::anyhow!("cannot make a serving certificate: {e}"))?,
+        _ => {
+            kube_sim::TlsIdentity::generate().map_err(|e| anyhow::anyhow!("cannot make a serving certificate: {e}"))?
+        }
     };
     let endpoint = server.serve_https_as(a.listen, identity.clone()).await?;
     write_private(&tls_file, &serde_json::to_vec(&identity)?)?;

@@ -102,7 +102,8 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
                         }
                         path.push(k.clone());
                         let arr = cur.as_array_mut().unwrap();
-                        let server_order: Vec<Value> = arr.iter().map(|x| x.get(mk).cloned().unwrap_or(Value::Null)).collect();
+                        let server_order: Vec<Value> =
+                            arr.iter().map(|x| x.get(mk).cloned().unwrap_or(Value::Null)).collect();
                         for it in items {
                             let kv = it.get(mk).cloned().unwrap_or(Value::Null);
                             let pos = arr.iter().position(|x| x.get(mk) == Some(&kv) && !kv.is_null());

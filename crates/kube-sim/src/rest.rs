@@ -383,11 +383,18 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
                 // A key with more than one '/' is reported as a whole (`IsQualifiedName` in
                 // `staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go`, worded for label keys).
                 let msg = if k.matches('/').count() > 1 {
-                    format!("a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')", QUALIFIED_NAME_MSG.trim_start_matches("name part "))
+                    format!(
+                        "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                        QUALIFIED_NAME_MSG.trim_start_matches("name part ")
+                    )
                 } else {
                     QUALIFIED_NAME_MSG.to_string()
                 };
-                causes.push(("FieldValueInvalid".into(), "metadata.labels".into(), format!("Invalid value: \"{k}\": {msg}")));
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    "metadata.labels".into(),
+                    format!("Invalid value: \"{k}\": {msg}"),
+                ));
             }
             let v = v.as_str().unwrap_or_default();
             if v.len() > 63 {
@@ -441,12 +448,20 @@ fn owner_reference_causes(refs: &[Value]) -> Vec<(String, String, String)> {
         let api_version = st(r, "apiVersion");
         let version = api_version.rsplit('/').next().unwrap_or_default();
         if version.is_empty() {
-            causes.push(("FieldValueInvalid".into(), "metadata.ownerReferences.apiVersion".into(), format!("Invalid value: {api_version:?}: version must not be empty")));
+            causes.push((
+                "FieldValueInvalid".into(),
+                "metadata.ownerReferences.apiVersion".into(),
+                format!("Invalid value: {api_version:?}: version must not be empty"),
+            ));
         }
         for f in ["kind", "name", "uid"] {
             let v = st(r, f);
             if v.is_empty() {
-                causes.push(("FieldValueInvalid".into(), format!("metadata.ownerReferences.{f}"), format!("Invalid value: {v:?}: must not be empty")));
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    format!("metadata.ownerReferences.{f}"),
+                    format!("Invalid value: {v:?}: must not be empty"),
+                ));
             }
         }
         if r.get("controller").and_then(|c| c.as_bool()) == Some(true) {
@@ -527,7 +542,10 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                     causes.push((
                         "FieldValueInvalid".to_string(),
                         "spec.template.metadata.labels".to_string(),
-                        format!("Invalid value: {}: `selector` does not match template `labels`", serde_json::to_string(&tl).unwrap_or_default()),
+                        format!(
+                            "Invalid value: {}: `selector` does not match template `labels`",
+                            serde_json::to_string(&tl).unwrap_or_default()
+                        ),
                     ));
                 }
                 causes.push((
@@ -688,7 +706,10 @@ fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope
             scale_cause = Some((
                 "FieldValueInvalid".to_string(),
                 sc.spec_replicas.clone(),
-                format!("Invalid value: 0: {} accessor error: {shown} is of the type {go_type}, expected int64", sc.spec_replicas),
+                format!(
+                    "Invalid value: 0: {} accessor error: {shown} is of the type {go_type}, expected int64",
+                    sc.spec_replicas
+                ),
             ));
         }
     }
@@ -1292,8 +1313,13 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
 /// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager/internal/conflict.go`: managers printed
 /// with their version (`"unknown" using v1`), grouped and sorted by that printed name, joined by newlines.
 fn apply_conflict(conflicts: Vec<apply::Conflict>) -> ApiError {
-    let printed =
-        |c: &apply::Conflict| if c.api_version.is_empty() { format!("\"{}\"", c.manager) } else { format!("\"{}\" using {}", c.manager, c.api_version) };
+    let printed = |c: &apply::Conflict| {
+        if c.api_version.is_empty() {
+            format!("\"{}\"", c.manager)
+        } else {
+            format!("\"{}\" using {}", c.manager, c.api_version)
+        }
+    };
     let msg = if conflicts.len() == 1 {
         let c = &conflicts[0];
         format!("Apply failed with 1 conflict: conflict with {}: {}", printed(c), c.field)
@@ -1728,9 +1754,13 @@ pub struct DeleteOpts {
 fn precondition_failed(ctx: &Ctx, name: &str, uid: bool, want: &str, have: &str) -> ApiError {
     let kind = ResourceName { group: &ctx.rt.group, resource: &ctx.rt.kind };
     let why = if uid {
-        format!("the UID in the precondition ({want}) does not match the UID in record ({have}). The object might have been deleted and then recreated")
+        format!(
+            "the UID in the precondition ({want}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
+        )
     } else {
-        format!("the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({have}). The object might have been modified")
+        format!(
+            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({have}). The object might have been modified"
+        )
     };
     let mut e = ApiError::conflict(&kind, name);
     e.message = format!("Operation cannot be fulfilled on {} \"{name}\": {why}", kind.qualified());
@@ -1828,16 +1858,14 @@ fn validate_options(q: &HashMap<String, String>, verb: &str) -> Result<(), ApiEr
             let rvm = q.get("resourceVersionMatch").map(String::as_str).unwrap_or_default();
             let sie = q.get("sendInitialEvents").is_some();
             if verb == "watch" {
-                if sie {
-                    if rvm != "NotOlderThan" {
-                        forbidden(
-                            &mut causes,
-                            "resourceVersionMatch",
-                            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                        );
-                    }
-                    // kube-apiserver 1.36 no longer requires allowWatchBookmarks here (`validateWatchOptions` in
-                    // `staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go`).
+                // kube-apiserver 1.36 no longer requires allowWatchBookmarks here (`validateWatchOptions` in
+                // `staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go`).
+                if sie && rvm != "NotOlderThan" {
+                    forbidden(
+                        &mut causes,
+                        "resourceVersionMatch",
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    );
                 }
                 if !rvm.is_empty() {
                     if !sie {
@@ -2404,8 +2432,13 @@ pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListO
     Ok(ListOpts {
         labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
             .map_err(ApiError::bad_request)?,
-        fields: FieldSelector::parse_for(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.group, &rt.plural, rt.crd)
-            .map_err(ApiError::bad_request)?,
+        fields: FieldSelector::parse_for(
+            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+            &rt.group,
+            &rt.plural,
+            rt.crd,
+        )
+        .map_err(ApiError::bad_request)?,
         // The query parameter converter's strconv error (apimachinery `pkg/conversion/queryparams`).
         limit: match q.get("limit") {
             Some(l) if !l.is_empty() => l.parse::<i64>().map(|n| n.max(0) as usize).map_err(|_| {
@@ -2449,7 +2482,9 @@ fn validate_delete_opts(o: &DeleteOpts) -> Result<(), ApiError> {
             &[(
                 "FieldValueNotSupported".into(),
                 "propagationPolicy".into(),
-                format!("Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+                format!(
+                    "Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                ),
             )],
         )),
     }
@@ -2473,7 +2508,11 @@ fn default_propagation(ctx: &Ctx, mut o: DeleteOpts) -> DeleteOpts {
 /// removed at once.
 fn graceful_pod_answer(ctx: &Ctx, obj: &Value, opts: &DeleteOpts) -> Value {
     let mut o = obj.clone();
-    if ctx.rt.crd || !ctx.rt.group.is_empty() || ctx.rt.plural != "pods" || o.pointer("/metadata/deletionTimestamp").is_some() {
+    if ctx.rt.crd
+        || !ctx.rt.group.is_empty()
+        || ctx.rt.plural != "pods"
+        || o.pointer("/metadata/deletionTimestamp").is_some()
+    {
         return o;
     }
     let unscheduled = o.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_none_or(|n| n.is_empty());
@@ -2481,9 +2520,7 @@ fn graceful_pod_answer(ctx: &Ctx, obj: &Value, opts: &DeleteOpts) -> Value {
     let grace = if unscheduled || terminal {
         0
     } else {
-        opts.grace
-            .or_else(|| o.pointer("/spec/terminationGracePeriodSeconds").and_then(|g| g.as_i64()))
-            .unwrap_or(30)
+        opts.grace.or_else(|| o.pointer("/spec/terminationGracePeriodSeconds").and_then(|g| g.as_i64())).unwrap_or(30)
     };
     o["metadata"]["deletionTimestamp"] = now().into();
     o["metadata"]["deletionGracePeriodSeconds"] = grace.into();

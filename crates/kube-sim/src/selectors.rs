@@ -248,7 +248,11 @@ impl FieldSelector {
                 // (`pkg/apiserver/customresource_handler.go`).
                 return Err(format!("field label not supported: {k}"));
             }
-            if (group, plural) == ("batch", "jobs") && k != "metadata.name" && k != "metadata.namespace" && !supported_fields(group, plural).contains(&k) {
+            if (group, plural) == ("batch", "jobs")
+                && k != "metadata.name"
+                && k != "metadata.namespace"
+                && !supported_fields(group, plural).contains(&k)
+            {
                 // `pkg/apis/batch/v1/conversion.go` names the kind.
                 return Err(format!("field label {k:?} not supported for Job"));
             }

@@ -136,7 +136,8 @@ impl ApiError {
     /// (`staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`: `Details: &metav1.StatusDetails{Group, Kind}`,
     /// both empty for a non-resource path or a collection without DELETE).
     pub fn method_not_allowed() -> Self {
-        let mut e = Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+        let mut e =
+            Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
         e.details = Some(json!({}));
         e
     }

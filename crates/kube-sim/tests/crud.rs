@@ -291,7 +291,9 @@ async fn eviction_honours_pod_disruption_budgets() {
     }
     // Only running pods count against a budget: a Pending one is evicted regardless (`canIgnorePDB`).
     for n in ["etcd-0", "etcd-1"] {
-        pods.patch_status(n, &PatchParams::default(), &Patch::Merge(json!({"status":{"phase":"Running"}}))).await.unwrap();
+        pods.patch_status(n, &PatchParams::default(), &Patch::Merge(json!({"status":{"phase":"Running"}})))
+            .await
+            .unwrap();
     }
     let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(server.client(), "default");
     pdbs.create(

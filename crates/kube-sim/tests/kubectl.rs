@@ -386,7 +386,12 @@ async fn kubectl_raw_over_tls_authenticates_with_the_user_token() {
     for (kc, want) in [(&bad, "Unauthorized"), (&limited, "forbidden")] {
         let kc = kc.clone();
         let out = tokio::task::spawn_blocking(move || {
-            Command::new("kubectl").arg("--kubeconfig").arg(&kc).args(["get", "--raw", "/api/v1/namespaces"]).output().unwrap()
+            Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kc)
+                .args(["get", "--raw", "/api/v1/namespaces"])
+                .output()
+                .unwrap()
         })
         .await
         .unwrap();
