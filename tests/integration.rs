@@ -22,6 +22,7 @@ mod cli_completion_shells;
 mod cli_generated;
 mod cli_kubectl_plugin;
 mod cli_output_snapshots;
+mod cli_playground_apiserver;
 mod cli_playground_dir;
 mod cli_status_snapshots;
 mod cli_upstream_aliases;

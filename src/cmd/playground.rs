@@ -40,7 +40,7 @@ pub enum PlaygroundCommand {
     Status,
     /// Inject a failure into the running playground.
     Break(BreakArgs),
-    /// Serve the embedded API server alone over HTTP (no landscape) until stopped, e.g. as the external API
+    /// Serve the embedded API server alone over HTTPS (no landscape) until stopped, e.g. as the external API
     /// server of `playground up --kubeconfig` or of the end-to-end tests.
     Apiserver(ApiserverArgs),
 }
@@ -58,8 +58,9 @@ pub struct ApiserverArgs {
     /// written next to the admin one as FILE-NAME. Repeatable, e.g. `--user limited --user ops:viewers:audit`.
     #[arg(long = "user", value_name = "NAME[:GROUP…]")]
     pub users: Vec<String>,
-    /// Keep the users' tokens of the kubeconfigs an earlier run wrote to FILE (and FILE-NAME), so that its
-    /// clients carry on against this server, as after an API server restart (use the same --listen port).
+    /// Keep the users' tokens of the kubeconfigs an earlier run wrote to FILE (and FILE-NAME) and its serving
+    /// certificate (FILE.tls.json), so that its clients carry on against this server, as after an API server
+    /// restart (use the same --listen port).
     #[arg(long)]
     pub reuse_tokens: bool,
     /// Start with the CRDs of etcd-druid and of EtcdOperatorTask registered (as `druidctl install` and
@@ -264,7 +265,21 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
         landscape::register_upstream_crds(&server)?;
         server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd())?)?;
     }
-    let endpoint = server.serve_http(a.listen).await?;
+    // HTTPS with the token in the kubeconfig's user entry: client-go sends a bearer token only over TLS.
+    let tls_file = {
+        let mut f = a.kubeconfig_out.clone().into_os_string();
+        f.push(".tls.json");
+        PathBuf::from(f)
+    };
+    let identity = match std::fs::read(&tls_file) {
+        Ok(bytes) if a.reuse_tokens => serde_json::from_slice(&bytes)
+            .map_err(|e| anyhow::anyhow!("{} is not a serving identity (--reuse-tokens): {e}", tls_file.display()))?,
+        _ => {
+            kube_sim::TlsIdentity::generate().map_err(|e| anyhow::anyhow!("cannot make a serving certificate: {e}"))?
+        }
+    };
+    let endpoint = server.serve_https_as(a.listen, identity.clone()).await?;
+    write_private(&tls_file, &serde_json::to_vec(&identity)?)?;
     // Written atomically once the server listens, so a script can wait for the file.
     let tmp = a.kubeconfig_out.with_extension("tmp");
     let mut user_files = Vec::new();
@@ -283,10 +298,10 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
         {
             server.set_token(name, &groups, &token);
         }
-        std::fs::write(&file, server.kubeconfig_yaml(&endpoint.url, name, None))?;
+        write_private(&file, server.kubeconfig_yaml_for(&endpoint, name, None).as_bytes())?;
         user_files.push((name.to_string(), file));
     }
-    std::fs::write(&tmp, server.kubeconfig_yaml(&endpoint.url, "admin", None))?;
+    write_private(&tmp, server.kubeconfig_yaml_for(&endpoint, "admin", None).as_bytes())?;
     std::fs::rename(&tmp, &a.kubeconfig_out)?;
     let mut msg = format!(
         "embedded API server listening on {}\nexport KUBECONFIG={}\n",
@@ -303,6 +318,15 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
         _ = term.recv() => {}
     }
     endpoint.shutdown();
+    Ok(())
+}
+
+/// Writes a file only its owner can read (kubeconfigs with tokens, the serving key).
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.write_all(bytes)?;
     Ok(())
 }
 

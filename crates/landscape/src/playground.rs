@@ -302,12 +302,13 @@ impl Playground {
             server.add_user(u, &["system:masters"]);
         }
         server.add_admission_hook(Arc::new(ComponentProtection { exempt: vec![DRUID_USER.to_string()] }));
-        let endpoint = server.serve_http(opts.listen).await.map_err(|e| LandscapeError::Io {
+        // HTTPS, so that kubectl sends the kubeconfig's bearer token (client-go sends none over plain http).
+        let endpoint = server.serve_https(opts.listen).await.map_err(|e| LandscapeError::Io {
             action: "listen on",
             path: opts.listen.to_string().into(),
             source: e,
         })?;
-        let yaml = server.kubeconfig_yaml(&endpoint.url, "admin", Some(first_ns));
+        let yaml = server.kubeconfig_yaml_for(&endpoint, "admin", Some(first_ns));
         std::fs::write(kubeconfig, yaml).map_err(io_error("write", kubeconfig))?;
         let machine = match opts.machine_cluster {
             false => None,
