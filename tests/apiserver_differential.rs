@@ -24,8 +24,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use regex::Regex;
 use serde_json::{Value, json};
 
-/// Percentage of agreeing steps required to pass (the measured score, rounded down; raise it as fixes land).
-const DEFAULT_MIN_SCORE: f64 = 89.0;
+/// Percentage of agreeing steps required to pass: the worst case of the last measurement (1050/1082 when every
+/// step that depends on the real server's Go map order differs; see docs/differential.md).
+const DEFAULT_MIN_SCORE: f64 = 97.0;
 
 const JSON: &str = "application/json";
 const MERGE: &str = "application/merge-patch+json";
@@ -1423,6 +1424,19 @@ impl Norm {
                     && n.len() == g.len() + 5
                 {
                     *n = format!("{g}<gen>");
+                }
+                // The same rule for the name cell of a Table row whose object (metadata) carries the
+                // generateName: the random suffix is no behaviour.
+                let row_gen = m.get("object").and_then(|o| o.get("metadata")).and_then(|md| {
+                    let g = md.get("generateName")?.as_str()?;
+                    let n = md.get("name")?.as_str()?;
+                    (n.starts_with(g) && n.len() == g.len() + 5).then(|| (g.to_string(), n.to_string()))
+                });
+                if let (Some((g, n)), Some(Value::Array(cells))) = (row_gen, m.get_mut("cells"))
+                    && let Some(Value::String(c0)) = cells.first_mut()
+                    && *c0 == n
+                {
+                    *c0 = format!("{g}<gen>");
                 }
                 for (k, x) in m.iter_mut() {
                     self.value(side, x, k, in_cells);

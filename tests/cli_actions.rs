@@ -311,12 +311,15 @@ async fn status_watch_says_once_what_it_watches_and_ctrl_c_ends_it_silently() {
     let cases: [(&[&str], &str); 4] = [
         (
             &["status", "etcd-main", "--watch", "--interval", "100ms"],
-            "watching shoot--a/etcd-main (every 100ms); Ctrl-C to stop\n",
+            "watching shoot--a/etcd-main (judged again on every change and every 100ms); Ctrl-C to stop\n",
         ),
-        (&["status", "-w", "-o", "jsonl"], "watching the Etcds in namespace shoot--a (every 2s); Ctrl-C to stop\n"),
+        (
+            &["status", "-w", "-o", "jsonl"],
+            "watching the Etcds in namespace shoot--a (judged again on every change and every 2s); Ctrl-C to stop\n",
+        ),
         (
             &["status", "-A", "-l", "role=main", "-w"],
-            "watching the Etcds of every namespace with labels matching role=main (every 2s); Ctrl-C to stop\n",
+            "watching the Etcds of every namespace with labels matching role=main (judged again on every change and every 2s); Ctrl-C to stop\n",
         ),
         (&["task", "watch", "-A"], "watching the tasks of every namespace; Ctrl-C to stop\n"),
     ];

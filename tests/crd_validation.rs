@@ -262,13 +262,22 @@ async fn cert_manager_and_mcm_resources_are_validated() {
         "spec": {"replicas": "three", "template": {"spec": {"class": {"kind": "MachineClass", "name": "c"}}}}
     }));
     let e = api_err(mds.create(&PostParams::default(), &md).await.unwrap_err());
+    // The scale subresource's replicas path is read as an int64 too (`ValidateScaleSpec`, apiextensions-apiserver
+    // `pkg/registry/customresource/validator.go`), as on kube-apiserver 1.36.
     assert_eq!(
         causes(&e),
-        vec![(
-            "FieldValueTypeInvalid".into(),
-            "spec.replicas".into(),
-            r#"Invalid value: "string": spec.replicas in body must be of type integer: "string""#.into()
-        )]
+        vec![
+            (
+                "FieldValueTypeInvalid".into(),
+                "spec.replicas".into(),
+                r#"Invalid value: "string": spec.replicas in body must be of type integer: "string""#.into()
+            ),
+            (
+                "FieldValueInvalid".into(),
+                ".spec.replicas".into(),
+                "Invalid value: 0: .spec.replicas accessor error: three is of the type string, expected int64".into()
+            ),
+        ]
     );
 }
 

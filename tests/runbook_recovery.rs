@@ -161,3 +161,41 @@ async fn ctrl_c_stops_the_recovery_at_a_safe_point_and_the_printed_command_finis
     assert_keys(&pg, &ns, 8).await;
     pg.down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_loss_recovery_of_an_etcd_with_a_member_name_prefix_uses_the_prefixed_member_names() {
+    let Some(_) = require_etcd("runbook quorum-loss recovery with memberNamePrefix") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = E2e::start_in(dir.path(), 3, |o| {
+        o.delta_snapshot_period = "1h".into();
+        o.member_name_prefix = Some("shoot1".into());
+    })
+    .await;
+    let ns = pg.namespaces()[0].clone();
+    // etcd-druid names the members, their leases and the initial-cluster keys `<prefix>-<pod>`.
+    let leases: Vec<String> = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(pg.client(), &ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|l| l.metadata.name)
+        .collect();
+    for i in 0..3 {
+        assert!(leases.contains(&format!("shoot1-etcd-main-{i}")), "member lease of pod {i}: {leases:?}");
+    }
+    let members = pg.etcd_client(&ns, 0).unwrap().member_list().await.unwrap();
+    let mut names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["shoot1-etcd-main-0", "shoot1-etcd-main-1", "shoot1-etcd-main-2"]);
+
+    let ns = lose_quorum_after_snapshot(&pg, 10, 3).await;
+    let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).await;
+    assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
+    assert_keys(&pg, &ns, 10).await;
+    let members = pg.etcd_client(&ns, 0).unwrap().member_list().await.unwrap();
+    assert!(members.iter().all(|m| m.name.starts_with("shoot1-etcd-main-")), "{members:?}");
+    let s = run(&pg, &["status", "-n", &ns, "etcd-main"]).await;
+    assert_eq!(s.code, 0, "healthy after the recovery: {}{}", s.stdout, s.stderr);
+    pg.down().await;
+}

@@ -38,7 +38,7 @@ fn apiserver(kubeconfig: &Path, listen: &str, reuse: bool) -> Proc {
 fn port_of(kubeconfig: &Path) -> u16 {
     let text = std::fs::read_to_string(kubeconfig).unwrap();
     let url = text.lines().find_map(|l| l.trim().strip_prefix("server: ")).unwrap();
-    url.trim_start_matches("http://127.0.0.1:").split('/').next().unwrap().parse().unwrap()
+    url.trim_start_matches("https://127.0.0.1:").split('/').next().unwrap().parse().unwrap()
 }
 
 /// A `serve` replica whose stderr is collected through a pipe.

@@ -40,7 +40,7 @@ pub enum PlaygroundCommand {
     Status,
     /// Inject a failure into the running playground.
     Break(BreakArgs),
-    /// Serve the embedded API server alone over HTTP (no landscape) until stopped, e.g. as the external API
+    /// Serve the embedded API server alone over HTTPS (no landscape) until stopped, e.g. as the external API
     /// server of `playground up --kubeconfig` or of the end-to-end tests.
     Apiserver(ApiserverArgs),
 }
@@ -58,8 +58,9 @@ pub struct ApiserverArgs {
     /// written next to the admin one as FILE-NAME. Repeatable, e.g. `--user limited --user ops:viewers:audit`.
     #[arg(long = "user", value_name = "NAME[:GROUP…]")]
     pub users: Vec<String>,
-    /// Keep the users' tokens of the kubeconfigs an earlier run wrote to FILE (and FILE-NAME), so that its
-    /// clients carry on against this server, as after an API server restart (use the same --listen port).
+    /// Keep the users' tokens of the kubeconfigs an earlier run wrote to FILE (and FILE-NAME) and its serving
+    /// certificate (FILE.tls.json), so that its clients carry on against this server, as after an API server
+    /// restart (use the same --listen port).
     #[arg(long)]
     pub reuse_tokens: bool,
     /// Start with the CRDs of etcd-druid and of EtcdOperatorTask registered (as `druidctl install` and
@@ -103,6 +104,31 @@ pub struct UpArgs {
     /// for them too.
     #[arg(long)]
     pub simulated_members: bool,
+    /// Put the Machines in a second API server (MCM's control cluster, kubeconfig DIR/machine-kubeconfig), as on
+    /// a seed whose Machines live in its parent cluster; pass it to `machine delete` and `runbook
+    /// machine-replacement` with --machine-kubeconfig. Embedded API server only.
+    #[arg(long)]
+    pub machine_cluster: bool,
+    /// Give the Etcds `spec.memberNamePrefix` (etcd-druid v0.37+): member, lease and initial-cluster names become
+    /// PREFIX-<pod>.
+    #[arg(long, value_name = "PREFIX", value_parser = parse_member_name_prefix)]
+    pub member_name_prefix: Option<String>,
+}
+
+/// A `spec.memberNamePrefix` as the Etcd CRD accepts it (`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, a DNS label).
+fn parse_member_name_prefix(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a valid memberNamePrefix: use lower-case letters, digits and '-', starting and ending with a letter or digit"
+        ))
+    }
 }
 
 /// Arguments of `playground break`.
@@ -239,7 +265,21 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
         landscape::register_upstream_crds(&server)?;
         server.register_crd_yaml(&serde_json::to_string(&druidctl::api::task::crd())?)?;
     }
-    let endpoint = server.serve_http(a.listen).await?;
+    // HTTPS with the token in the kubeconfig's user entry: client-go sends a bearer token only over TLS.
+    let tls_file = {
+        let mut f = a.kubeconfig_out.clone().into_os_string();
+        f.push(".tls.json");
+        PathBuf::from(f)
+    };
+    let identity = match std::fs::read(&tls_file) {
+        Ok(bytes) if a.reuse_tokens => serde_json::from_slice(&bytes)
+            .map_err(|e| anyhow::anyhow!("{} is not a serving identity (--reuse-tokens): {e}", tls_file.display()))?,
+        _ => {
+            kube_sim::TlsIdentity::generate().map_err(|e| anyhow::anyhow!("cannot make a serving certificate: {e}"))?
+        }
+    };
+    let endpoint = server.serve_https_as(a.listen, identity.clone()).await?;
+    write_private(&tls_file, &serde_json::to_vec(&identity)?)?;
     // Written atomically once the server listens, so a script can wait for the file.
     let tmp = a.kubeconfig_out.with_extension("tmp");
     let mut user_files = Vec::new();
@@ -258,10 +298,10 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
         {
             server.set_token(name, &groups, &token);
         }
-        std::fs::write(&file, server.kubeconfig_yaml(&endpoint.url, name, None))?;
+        write_private(&file, server.kubeconfig_yaml_for(&endpoint, name, None).as_bytes())?;
         user_files.push((name.to_string(), file));
     }
-    std::fs::write(&tmp, server.kubeconfig_yaml(&endpoint.url, "admin", None))?;
+    write_private(&tmp, server.kubeconfig_yaml_for(&endpoint, "admin", None).as_bytes())?;
     std::fs::rename(&tmp, &a.kubeconfig_out)?;
     let mut msg = format!(
         "embedded API server listening on {}\nexport KUBECONFIG={}\n",
@@ -278,6 +318,15 @@ async fn serve_apiserver(ctx: &mut Context, a: ApiserverArgs) -> anyhow::Result<
         _ = term.recv() => {}
     }
     endpoint.shutdown();
+    Ok(())
+}
+
+/// Writes a file only its owner can read (kubeconfigs with tokens, the serving key).
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.write_all(bytes)?;
     Ok(())
 }
 
@@ -301,6 +350,14 @@ async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
     opts.etcds = usize::from(a.etcds);
     opts.namespace_prefix = a.namespace_prefix.clone();
     opts.external = external(ctx);
+    if a.machine_cluster && opts.external.is_some() {
+        return Err(druidctl::kube::UsageError(
+            "--machine-cluster starts a second embedded API server; it does not combine with --kubeconfig/--context (an external API server)".into(),
+        )
+        .into());
+    }
+    opts.machine_cluster = a.machine_cluster;
+    opts.member_name_prefix = a.member_name_prefix.clone();
     if a.simulated_members {
         opts.landscape = Some(simulated_members(dir));
     }
@@ -311,8 +368,16 @@ async fn up(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
         return Err(e.into());
     }
     std::fs::write(dir.join("ready"), "")?;
+    let machines = match pg.machine_kubeconfig_path() {
+        Some(p) => format!(
+            "machines: in a second API server; pass --machine-kubeconfig {} (or export DRUIDCTL_MACHINE_KUBECONFIG={})\n",
+            p.display(),
+            p.display()
+        ),
+        None => String::new(),
+    };
     ctx.printer.text(&format!(
-        "playground ready: {} Etcd(s) {} with {} members each in {}\netcd members: {}\n{}\n",
+        "playground ready: {} Etcd(s) {} with {} members each in {}\netcd members: {}\n{machines}{}\n",
         pg.namespaces().len(),
         pg.etcd_name(),
         a.members,
@@ -377,6 +442,8 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
             &format!("{}s", a.timeout.as_secs()),
         ])
         .args(a.simulated_members.then_some("--simulated-members"))
+        .args(a.machine_cluster.then_some("--machine-cluster"))
+        .args(a.member_name_prefix.iter().flat_map(|p| ["--member-name-prefix", p.as_str()]))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
@@ -410,8 +477,15 @@ fn detach(ctx: &mut Context, dir: &Path, a: &UpArgs) -> anyhow::Result<()> {
         .and_then(|r| r.fallbacks.into_iter().find(|f| f.capability.starts_with(SIMULATED_MEMBERS_CAPABILITY)))
         .map(|f| format!("etcd members: {}\n", f.instead))
         .unwrap_or_default();
+    let machines = match a.machine_cluster {
+        true => {
+            let p = dir.join(landscape::playground::MACHINE_KUBECONFIG);
+            format!("export DRUIDCTL_MACHINE_KUBECONFIG={}   # the Machines' API server\n", p.display())
+        }
+        false => String::new(),
+    };
     ctx.printer.text(&format!(
-        "playground running in the background (pid {}); stop it with `druidctl playground down --dir {}`\n{simulated}export KUBECONFIG={}\n",
+        "playground running in the background (pid {}); stop it with `druidctl playground down --dir {}`\n{simulated}{machines}export KUBECONFIG={}\n",
         child.id(),
         dir.display(),
         dir.join("kubeconfig").display()

@@ -9,12 +9,16 @@ use clap::{Args, Subcommand};
 use clap_complete::engine::ArgValueCompleter;
 use druidctl::kube::ClusterError;
 use druidctl::kube::annotate::AnnotateError;
-use druidctl::machines::{MachineError, MachineTarget, delete as machine_ops};
+use druidctl::machines::delete::DeletionMethod;
+use druidctl::machines::{MachineClusterRef, MachineError, MachineTarget, delete as machine_ops};
 use druidctl::output::OutputFormat;
 use druidctl::output::progress::{PromptError, confirm, confirm_by_typing};
 use druidctl::runbook::catalog::{ALL, CERT_RENEWAL, MACHINE_REPLACEMENT, MEMBER_RESTORE, QUORUM_LOSS_RECOVERY};
+use druidctl::runbook::engine::ExtraAccess;
 use druidctl::runbook::engine::{Event, Outcome, RunOptions, RunbookError, Summary};
+use druidctl::runbook::rbac::Access;
 use druidctl::runbook::{Operator, Runbook};
+use druidctl::tasks::machine_deletion::{config_text, parse_config as parse_machine_config};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
@@ -122,6 +126,9 @@ pub struct MachineReplacementArgs {
     /// The machine or node.
     #[command(flatten)]
     pub target: super::machine::MachineTargetArgs,
+    /// The cluster holding the Machines (recorded in the run, so `--resume` finds it again).
+    #[command(flatten)]
+    pub machines: super::machine::MachineClusterArgs,
     /// Skip the drain (label force-deletion: "True"; PodDisruptionBudgets are not respected).
     #[arg(long)]
     pub force: bool,
@@ -139,7 +146,7 @@ enum Target {
     /// An Etcd (NAME or NAMESPACE/NAME), with the member for member restore.
     Etcd { etcd: String, member: Option<String> },
     /// A machine or node; the Etcd is the one whose members run there (or `--etcd`).
-    Machine { target: MachineTarget, force: bool, etcd: Option<String> },
+    Machine { target: MachineTarget, force: bool, etcd: Option<String>, at: MachineClusterRef },
 }
 
 /// Splits NAME or NAMESPACE/NAME, checking it against -n.
@@ -169,8 +176,31 @@ async fn has_unfinished(client: &kube::Client, rb: &Runbook, ns: &str, etcd: &st
     })
 }
 
+/// The machine cluster an unfinished run of this replacement recorded (same target, force and Machine namespace),
+/// so that `--resume` without the machine-cluster flags continues against the cluster the run started with.
+async fn recorded_machine_cluster(
+    client: &kube::Client,
+    etcd_ns: &str,
+    etcd: &str,
+    target: &MachineTarget,
+    force: bool,
+    machine_ns: &str,
+) -> Option<MachineClusterRef> {
+    let api: kube::Api<druidctl::api::EtcdOperatorTask> = kube::Api::namespaced(client.clone(), etcd_ns);
+    let list = api.list(&kube::api::ListParams::default()).await.ok()?;
+    list.items.iter().find_map(|t| {
+        if t.spec.type_ != MACHINE_REPLACEMENT.task_type || !t.targets(etcd_ns, etcd) || t.state().is_terminal() {
+            return None;
+        }
+        let c = parse_machine_config(t.spec.config.as_deref()).ok()?;
+        let same_ns = c.namespace.as_deref().unwrap_or(etcd_ns) == machine_ns;
+        (c.target == *target && c.force == force && same_ns && c.machine_cluster.is_set()).then_some(c.machine_cluster)
+    })
+}
+
 /// Resolves a machine-replacement target: the Etcd whose members run on the node, the task config, and the
 /// arguments that name the run again (for the resume command).
+#[allow(clippy::too_many_arguments)]
 async fn resolve_machine(
     ctx: &Context,
     client: &kube::Client,
@@ -178,41 +208,45 @@ async fn resolve_machine(
     target: &MachineTarget,
     force: bool,
     etcd: Option<&str>,
+    at: &MachineClusterRef,
     plan_only: bool,
-) -> anyhow::Result<(String, String, String, String, Option<String>)> {
+) -> anyhow::Result<(String, String, String, String, Option<String>, Option<ExtraAccess>)> {
     target.validate()?;
-    let machine_ns = ctx.namespace_or(default_ns);
-    let config_for = |etcd_ns: &str| {
-        let mut c = match target {
-            MachineTarget::Machine(m) => format!("machine: {m}\n"),
-            MachineTarget::Node(n) => format!("node: {n}\n"),
-        };
-        if force {
-            c.push_str("force: true\n");
-        }
-        if etcd_ns != machine_ns {
-            c.push_str(&format!("namespace: {machine_ns}\n"));
-        }
-        c
-    };
+    let given_ns = ctx.global.namespace.clone();
+    let mut at = at.clone();
+    let mut machines_at = at.connect(client, ctx.global.request_timeout.0).await?;
+    let mut machine_ns = given_ns.clone().or(machines_at.namespace.clone()).unwrap_or_else(|| default_ns.to_string());
     let given = etcd.map(|e| match e.split_once('/') {
         Some((ns, name)) => (ns.to_string(), name.to_string()),
         None => (machine_ns.clone(), e.to_string()),
     });
+    if !at.is_set()
+        && let Some((ns, name)) = &given
+        && let Some(recorded) = recorded_machine_cluster(client, ns, name, target, force, &machine_ns).await
+    {
+        // The run was started with a machine cluster: continue against it.
+        at = recorded;
+        machines_at = at.connect(client, ctx.global.request_timeout.0).await?;
+        machine_ns = given_ns.or(machines_at.namespace.clone()).unwrap_or_else(|| default_ns.to_string());
+    }
+    let config_for = |etcd_ns: &str| {
+        let ns = (etcd_ns != machine_ns).then_some(machine_ns.as_str());
+        config_text(target, force, ns, &at)
+    };
     // An earlier run of this replacement is unfinished: the engine continues it from its journal, whatever the
     // node carries now (its member may already be gone, the machine too).
     let resuming = match &given {
         Some((ns, name)) => has_unfinished(client, &MACHINE_REPLACEMENT, ns, name, &config_for(ns)).await,
         None => false,
     };
-    let plan = match machine_ops::inspect(client, &machine_ns, target, force).await {
+    let plan = match machine_ops::inspect(client, &machines_at, &machine_ns, target, force).await {
         Ok(p) => Some(p),
         Err(MachineError::Cluster(c)) => match &c {
             // The machine is gone because an earlier run deleted it: continue that run.
             ClusterError::NotFound { .. } if resuming => None,
             _ => return Err(c.into()),
         },
-        Err(refused @ MachineError::WouldLoseQuorum(_)) => {
+        Err(refused @ (MachineError::WouldLoseQuorum(_) | MachineError::NotManagedByMcm(_))) => {
             return Err(AnnotateError::Rejected(refused.to_string()).into());
         }
     };
@@ -268,6 +302,27 @@ async fn resolve_machine(
         }
         known_refusal = Some(why);
     }
+    // RBAC pre-flight of the deletion itself, where it happens (with the engine's, before the first change).
+    let extra = plan.as_ref().map(|p| {
+        let (on_machines, accesses) = match p.method {
+            DeletionMethod::DeleteMachine => (true, vec![Access::new("delete", "machine.sapcloud.io", "machines")]),
+            DeletionMethod::ForceDeleteMachine => (
+                true,
+                vec![
+                    Access::new("patch", "machine.sapcloud.io", "machines"),
+                    Access::new("delete", "machine.sapcloud.io", "machines"),
+                ],
+            ),
+            DeletionMethod::DeleteNode => (false, vec![Access::new("delete", "", "nodes")]),
+            DeletionMethod::TriggerDeletionByMcm => (false, vec![Access::new("patch", "", "nodes")]),
+        };
+        ExtraAccess {
+            client: if on_machines { machines_at.client.clone() } else { client.clone() },
+            namespace: machine_ns.clone(),
+            accesses,
+            cluster: if on_machines { machines_at.separate.clone() } else { None },
+        }
+    });
     let mut args = format!("-n {machine_ns} ");
     match target {
         MachineTarget::Machine(m) => args.push_str(m),
@@ -276,9 +331,10 @@ async fn resolve_machine(
     if force {
         args.push_str(" --force");
     }
+    args.push_str(&at.druidctl_flags());
     args.push_str(&format!(" --etcd {etcd_ns}/{etcd_name}"));
     let config = config_for(&etcd_ns);
-    Ok((etcd_ns, etcd_name, config, args, known_refusal))
+    Ok((etcd_ns, etcd_name, config, args, known_refusal, extra))
 }
 
 /// Runs `runbook …` (its own runtime, so Ctrl-C stops at a safe point instead of dropping the run).
@@ -295,7 +351,8 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
         RunbookCommand::CertRenewal(a) => (CERT_RENEWAL, Target::Etcd { etcd: a.etcd, member: None }, a.flags),
         RunbookCommand::MachineReplacement(a) => {
             let target = a.target.target();
-            (MACHINE_REPLACEMENT, Target::Machine { target, force: a.force, etcd: a.etcd }, a.flags)
+            let at = a.machines.cluster();
+            (MACHINE_REPLACEMENT, Target::Machine { target, force: a.force, etcd: a.etcd, at }, a.flags)
         }
         RunbookCommand::Abort(a) => return abort(ctx, a),
     };
@@ -303,6 +360,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
     rt.block_on(async move {
         let cluster = ctx.connect().await?;
         let mut known_refusal = None;
+        let mut extra_accesses = Vec::new();
         let (ns, name, config, args) = match &target {
             Target::Etcd { etcd, member } => {
                 let (ns, name) = etcd_key(ctx, etcd, &cluster.namespace)?;
@@ -312,18 +370,20 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
                 }
                 (ns, name, member.as_deref().map(druidctl::tasks::member_restore::config_for), args)
             }
-            Target::Machine { target, force, etcd } => {
-                let (ns, name, config, args, refusal) = resolve_machine(
+            Target::Machine { target, force, etcd, at } => {
+                let (ns, name, config, args, refusal, extra) = resolve_machine(
                     ctx,
                     &cluster.client,
                     &cluster.namespace,
                     target,
                     *force,
                     etcd.as_deref(),
+                    at,
                     flags.plan,
                 )
                 .await?;
                 known_refusal = refusal;
+                extra_accesses.extend(extra);
                 (ns, name, Some(config), args)
             }
         };
@@ -332,6 +392,7 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
         o.yes = flags.yes;
         o.plan_only = flags.plan;
         o.known_refusal = known_refusal;
+        o.extra_accesses = extra_accesses;
         o.resume_only = flags.resume;
         o.from_step = flags.from_step.clone();
         o.accept_data_loss = flags.accept_data_loss;

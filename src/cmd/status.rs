@@ -16,10 +16,11 @@ pub struct StatusArgs {
     /// Which Etcds (default: every Etcd in the namespace).
     #[command(flatten)]
     pub targets: EtcdTargets,
-    /// Keep watching: re-read and print whenever something changed (Ctrl-C ends it).
+    /// Keep watching: watch the Etcds and what their health is judged from, and print again whenever the
+    /// verdict, a member or a problem changed; rides out API-server restarts (Ctrl-C ends it).
     #[arg(short = 'w', long)]
     pub watch: bool,
-    /// How often --watch re-reads.
+    /// How often --watch judges again without a change (ages and lease expiry move on by themselves).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::duration_in(100, 3600))]
     pub interval: Duration,
 }
@@ -84,37 +85,201 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
         health::require_healthy(&reports)?;
         return Ok(());
     }
+    // Tells this long-running watch apart from other druidctl requests in the API server's audit log.
+    druidctl::kube::config::set_product("druidctl-status-watch");
     let cluster = ctx.connect().await?;
+    watch(ctx, &cluster, &args).await
+}
+
+/// What a person acts on in a set of reports (not ages): an unchanged cluster prints nothing new.
+fn fingerprint(reports: &[HealthReport]) -> String {
+    reports
+        .iter()
+        .map(|r| {
+            let members: Vec<String> = r
+                .members
+                .iter()
+                .map(|m| format!("{}/{}/{}/{}/{}", m.name, m.ready, m.reason, m.status, m.druid_view_stale))
+                .collect();
+            format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
+        })
+        .collect()
+}
+
+/// `status --watch`: one read as without --watch (so bad input and a missing RBAC grant are said at once, with
+/// their exit codes), then watches of every kind status reads (`health::watch`), judged again from what they
+/// hold on every change (at most every 200 ms) and every --interval (ages and lease expiry move on without an
+/// event). An API server that goes away is waited for: a one-line notice, backoff, the watches resume; only
+/// Ctrl-C ends it.
+async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &StatusArgs) -> anyhow::Result<()> {
+    use druidctl::health::watch::{self as w, Signal};
     let clear =
         std::io::stdout().is_terminal() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
-    let mut last: Option<String> = None;
+    let (first, targets) = reports(ctx, cluster, &args.targets.etcds).await?;
+    let tasks_installed = tasks_installed(cluster, &targets).await?;
+    let mut last = None;
+    draw(ctx, &first, &targets, args.interval, clear, &mut last, None)?;
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _stop_on_drop = stop.clone().drop_guard();
+    let scope = w::WatchScope::of(&targets, tasks_installed);
+    let namespace = scope.namespace.clone().unwrap_or_default();
+    let watched = w::start(&cluster.client, scope, tx, stop.clone());
+    let mut synced = std::collections::HashSet::new();
+    let mut outage = Outage::default();
+    let mut tick = tokio::time::interval(args.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    let mut due: Option<tokio::time::Instant> = None;
     loop {
-        let (reports, targets) = reports(ctx, &cluster, &args.targets.etcds).await?;
-        // Compare what a person acts on, not ages, so an unchanged cluster prints nothing new.
-        let fingerprint: String = reports
-            .iter()
-            .map(|r| {
-                let members: Vec<String> = r
-                    .members
-                    .iter()
-                    .map(|m| format!("{}/{}/{}/{}/{}", m.name, m.ready, m.reason, m.status, m.druid_view_stale))
-                    .collect();
-                format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
-            })
-            .collect();
-        if last.as_ref() != Some(&fingerprint) {
-            if clear {
-                ctx.printer.text("\x1b[2J\x1b[H")?;
+        let at = due.unwrap_or_else(|| tokio::time::Instant::now() + args.interval * 2);
+        tokio::select! {
+            signal = rx.recv() => match signal {
+                None => return Ok(()),
+                Some(Signal::Failed { kind, why, status }) => {
+                    // Refused before its first list: RBAC grants list but not watch (or nothing at all here),
+                    // which no retry mends. After that, a 403 is the restarted server's authorizer warming up.
+                    if let Some(s) = status.filter(|s| s.code == 403 && !synced.contains(&kind)) {
+                        let subject =
+                            druidctl::kube::error::Subject { kind: kind.resource(), name: "", namespace: &namespace };
+                        return Err(druidctl::kube::ClusterError::from_kube(kube::Error::Api(s), &subject).into());
+                    }
+                    if outage.failed(kind, &why) {
+                        due.get_or_insert_with(tokio::time::Instant::now);
+                    }
+                }
+                Some(Signal::Synced(kind) | Signal::Changed(kind)) => {
+                    if matches!(signal, Some(Signal::Synced(_))) {
+                        synced.insert(kind);
+                    }
+                    outage.answered(Some(kind));
+                    due.get_or_insert_with(|| tokio::time::Instant::now() + w::DEBOUNCE);
+                }
+            },
+            _ = tick.tick() => {
+                // Ages and lease expiry move on without an event. While the API server is away, asking it for
+                // its version tells when it is back even if nothing changes (a watch that resumes without a
+                // relist says nothing until the next change).
+                if outage.why().is_some()
+                    && outage.quiet_for() > QUIET
+                    && cluster.client.apiserver_version().await.is_ok()
+                {
+                    outage.answered(None);
+                }
+                due.get_or_insert_with(tokio::time::Instant::now);
             }
-            // Said on stderr (stdout stays the reports alone): once, or as the first line of each cleared screen.
-            if clear || last.is_none() {
-                eprintln!("{}", watching(&targets, args.interval));
+            _ = tokio::time::sleep_until(at), if due.is_some() => {
+                due = None;
+                if watched.ready(&synced) {
+                    let now = jiff::Timestamp::now();
+                    let reports: Vec<HealthReport> =
+                        watched.inputs().iter().map(|i| health::assess(i, now)).collect();
+                    draw(ctx, &reports, &targets, args.interval, clear, &mut last, outage.why())?;
+                }
             }
-            print(ctx, &reports, &targets)?;
-            last = Some(fingerprint);
         }
-        tokio::time::sleep(args.interval).await;
     }
+}
+
+/// Longer than the watches' longest backoff (5 s): a failure older than this was followed by a retry that did
+/// not fail.
+const QUIET: Duration = Duration::from_secs(6);
+
+/// The API server's trouble as `status --watch` says it: once on stderr when a watch first fails, once when
+/// every watch that failed is back (it relisted or saw a change), or the server answers and no watch failed for
+/// [`QUIET`]. The 429s and 503s of a server that is starting belong to the same outage.
+#[derive(Default)]
+struct Outage {
+    why: Option<String>,
+    failing: std::collections::HashSet<druidctl::health::watch::Kind>,
+    last_failure: Option<tokio::time::Instant>,
+}
+
+impl Outage {
+    /// A watch failed; true when this starts an outage.
+    fn failed(&mut self, kind: druidctl::health::watch::Kind, why: &str) -> bool {
+        self.failing.insert(kind);
+        self.last_failure = Some(tokio::time::Instant::now());
+        if self.why.is_some() {
+            return false;
+        }
+        eprintln!("reconnecting: watching {} failed: {why}; showing what was last seen", kind.resource());
+        self.why = Some(why.to_string());
+        true
+    }
+
+    /// `kind`'s watch is back (`None`: the server answers and no watch failed lately).
+    fn answered(&mut self, kind: Option<druidctl::health::watch::Kind>) {
+        match kind {
+            Some(k) => {
+                self.failing.remove(&k);
+            }
+            None => self.failing.clear(),
+        }
+        if self.failing.is_empty() && self.why.take().is_some() {
+            eprintln!("reconnected: the API server answers again");
+        }
+    }
+
+    fn why(&self) -> Option<&str> {
+        self.why.as_deref()
+    }
+
+    fn quiet_for(&self) -> Duration {
+        self.last_failure.map_or(Duration::MAX, |t| t.elapsed())
+    }
+}
+
+/// Whether the EtcdOperatorTask CRD is installed where `targets` look (one LIST of at most one object).
+async fn tasks_installed(cluster: &druidctl::kube::Cluster, targets: &Targets) -> anyhow::Result<bool> {
+    use druidctl::api::EtcdOperatorTask;
+    use kube::api::{Api, ListParams};
+    let api: Api<EtcdOperatorTask> = match druidctl::health::watch::WatchScope::of(targets, true).namespace {
+        Some(ns) => Api::namespaced(cluster.client.clone(), &ns),
+        None => Api::all(cluster.client.clone()),
+    };
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(druidctl::kube::ClusterError::from_kube(
+            e,
+            &druidctl::kube::error::Subject { kind: "EtcdOperatorTask", name: "", namespace: "" },
+        )
+        .into()),
+    }
+}
+
+/// Prints `reports` when what a person acts on changed (or, on a terminal, the outage notice did).
+fn draw(
+    ctx: &mut Context,
+    reports: &[HealthReport],
+    targets: &Targets,
+    interval: Duration,
+    clear: bool,
+    last: &mut Option<String>,
+    outage: Option<&str>,
+) -> anyhow::Result<()> {
+    let mut print_now = fingerprint(reports);
+    if clear {
+        print_now.push_str(outage.unwrap_or_default());
+    }
+    if last.as_ref() == Some(&print_now) {
+        return Ok(());
+    }
+    if clear {
+        ctx.printer.text("\x1b[2J\x1b[H")?;
+    }
+    // Said on stderr (stdout stays the reports alone): once, or as the first line of each cleared screen.
+    if clear || last.is_none() {
+        eprintln!("{}", watching(targets, interval));
+    }
+    if clear && let Some(why) = outage {
+        eprintln!("reconnecting: {why}; showing what was last seen");
+    }
+    print(ctx, reports, targets)?;
+    *last = Some(print_now);
+    Ok(())
 }
 
 /// The line `status --watch` says once: what it watches, how often it looks, how to stop.
@@ -127,7 +292,7 @@ fn watching(targets: &Targets, interval: Duration) -> String {
         }
         Targets::AllNamespaces { selector: None } => "the Etcds of every namespace".to_string(),
     };
-    format!("watching {what} (every {}); Ctrl-C to stop", humantime_secs(interval))
+    format!("watching {what} (judged again on every change and every {}); Ctrl-C to stop", humantime_secs(interval))
 }
 
 /// `2s`, `90s`, `500ms`, `1500ms`: as the flag is written.

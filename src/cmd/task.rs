@@ -763,6 +763,8 @@ fn shortened(v: &serde_json::Value) -> String {
 }
 
 async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
+    // Tells this long-running watch apart from other druidctl requests in the API server's audit log.
+    druidctl::kube::config::set_product("druidctl-task-watch");
     let cluster = ctx.connect().await?;
     let ns = namespace(ctx, &cluster);
     let format = ctx.printer.format();
@@ -800,7 +802,6 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
         return r.map(|_| ()).map_err(classified);
     }
     use futures::StreamExt;
-    use kube::runtime::WatchStreamExt;
     use kube::runtime::watcher::{self, Event};
     let all = ctx.global.all_namespaces;
     let api: Api<EtcdOperatorTask> =
@@ -812,9 +813,8 @@ async fn watch(ctx: &mut Context, args: WatchArgs) -> anyhow::Result<()> {
     } else {
         eprintln!("watching the tasks in namespace {ns}; Ctrl-C to stop");
     }
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .backoff(druidctl::reconciler::controller::WatchBackoff::default())
-        .boxed();
+    // A streaming list where the server offers it; after an API-server restart one relist (on 410 Gone).
+    let mut stream = druidctl::kube::watch::events(api, watcher::Config::default());
     let mut last: std::collections::HashMap<String, Transition> = std::collections::HashMap::new();
     while let Some(ev) = stream.next().await {
         if let Ok(Event::Apply(t) | Event::InitApply(t)) = ev {

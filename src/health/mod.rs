@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod member;
 pub mod model;
 pub mod quorum;
+pub mod watch;
 
 pub use assess::{HealthInputs, assess};
 pub use collect::{collect, collect_listed, collect_many, collect_named};

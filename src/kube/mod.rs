@@ -10,6 +10,7 @@ pub mod install;
 pub mod inventory;
 pub mod target;
 pub mod wait;
+pub mod watch;
 
 pub use config::{AccessOptions, Cluster, connect, connect_for_reads};
 pub use error::ClusterError;

@@ -16,9 +16,9 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use kube::api::Api;
+use kube::runtime::reflector as reflect;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, reflector as reflect};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -288,7 +288,8 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
         .map(|_| tokio::spawn(worker(reconciler.clone(), reader.clone(), queue.clone(), index.clone())))
         .collect();
 
-    let stream = reflect(writer, watcher::watcher(api, watcher::Config::default())).backoff(WatchBackoff::default());
+    // A streaming list where the server offers it (the backoff is inside `events`).
+    let stream = reflect(writer, crate::kube::watch::events(api, watcher::Config::default()));
     let mut stream = std::pin::pin!(stream);
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;
@@ -318,6 +319,12 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
                     // A deleted task no longer holds up the tasks behind it.
                     let wake = index.lock().expect("index").remove(&key_of(&t));
                     for k in wake { queue.push(k) }
+                }
+                // 410 Gone (a restarted API server's answer to a version older than its new watch cache) only
+                // starts the relist that follows at once: not an outage of its own.
+                Some(Err(watcher::Error::WatchError(s))) if s.code == 410 => {
+                    reconciler.metrics.watch_restarts.inc();
+                    tracing::debug!("task watch: 410 Gone, relisting");
                 }
                 Some(Err(e)) => {
                     reconciler.metrics.watch_restarts.inc();
@@ -486,7 +493,11 @@ pub async fn run_with_leader_election(
                     _ = stop.cancelled() => {}
                     _ = tokio::time::sleep(retry) => {}
                 }
-                retry = (retry * 2).min(Duration::from_secs(30));
+                // A candidate retries at least every renew period (a fifth of the lease), as client-go's
+                // leader election retries every `RetryPeriod` (tools/leaderelection/leaderelection.go): after an
+                // API-server outage the Lease, which still names this replica, is taken up again within seconds
+                // of the server's return instead of after a backoff grown to 30 s.
+                retry = (retry * 2).min(election.lease / 5).max(Duration::from_millis(500));
             }
         }
     }

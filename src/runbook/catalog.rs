@@ -121,7 +121,7 @@ pub const MACHINE_REPLACEMENT: Runbook = Runbook {
         "any API call of the plan is forbidden by RBAC (SelfSubjectAccessReview pre-flight)",
     ],
     data_loss: "Nothing the cluster agreed on: the members on the node restart elsewhere and catch up from the leader. With --force the drain is skipped (PodDisruptionBudgets are not respected).",
-    source: "machine-controller-manager FAQ, \"How can I force delete a machine?\" (force-deletion label, trigger-deletion-by-mcm annotation)",
+    source: "machine-controller-manager docs/faq.md, \"How can I force delete a machine?\" (force-deletion label) and \"How to delete machine object immediately if I don't have access to it?\" (delete the Node on v0.61+; the Node annotation trigger-deletion-by-mcm up to v0.60)",
     needs_backup: false,
 };
 
@@ -182,14 +182,11 @@ impl Runbook {
                 Access::new("delete", "", "pods"),
                 Access::new("get", "", "secrets"),
             ]),
+            // The deletion itself (of the Machine, possibly in another cluster, or of / on the Node, as the MCM
+            // release asks) is checked where it happens once the method is known (`runbook machine-replacement`).
             RunbookId::MachineReplacement => a.extend([
-                Access::new("get", "machine.sapcloud.io", "machines"),
-                Access::new("list", "machine.sapcloud.io", "machines"),
-                Access::new("patch", "machine.sapcloud.io", "machines"),
-                Access::new("delete", "machine.sapcloud.io", "machines"),
                 Access::new("get", "", "nodes"),
                 Access::new("list", "", "nodes"),
-                Access::new("patch", "", "nodes"),
                 Access::new("list", "", "pods"),
                 Access::new("list", "policy", "poddisruptionbudgets"),
                 Access::new("list", "druid.gardener.cloud", "etcds"),

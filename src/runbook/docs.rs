@@ -77,6 +77,15 @@ pub fn page(rb: &Runbook) -> String {
     for a in rb.accesses() {
         s.push_str(&format!("- `{}`\n", a.describe()));
     }
+    if rb.id == super::RunbookId::MachineReplacement {
+        s.push_str(
+            "\nPlus, where the deletion happens (checked with the above): `get`/`list machines.machine.sapcloud.io` \
+             and `delete machines.machine.sapcloud.io` (`patch` too with `--force`) in the Machine's namespace of the \
+             cluster holding the Machines (`--machine-kubeconfig`/`--machine-context`, else this one); without access \
+             to Machines, `delete nodes` (the Node carries MCM v0.61+'s finalizer) or `patch nodes` (older MCM). See \
+             docs/machines.md.\n",
+        );
+    }
     s.push_str(
         "\n## Confirmation and safety\n\nThe whole plan is shown first (`--plan` shows it on any cluster state and says in one line\n\
          whether a run would start now). Before the first change the operator approves it by typing the Etcd's\n\

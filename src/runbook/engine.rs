@@ -60,6 +60,32 @@ pub struct RunOptions {
     /// Why a run would be refused, found before the engine (a machine replacement that would cost an Etcd its
     /// quorum): `--plan` still shows the plan and gives this as its verdict; a run is refused with it.
     pub known_refusal: Option<String>,
+    /// Permissions the plan needs beyond the Etcd's namespace (a machine replacement's deletion, possibly in the
+    /// cluster holding the Machines), checked with the RBAC pre-flight.
+    pub extra_accesses: Vec<ExtraAccess>,
+}
+
+/// Permissions a plan needs in another namespace or cluster.
+#[derive(Clone)]
+pub struct ExtraAccess {
+    /// Client of the cluster to ask.
+    pub client: Client,
+    /// Namespace to ask about.
+    pub namespace: String,
+    /// What is needed there.
+    pub accesses: Vec<rbac::Access>,
+    /// How to name that cluster in the message (`None`: the current one).
+    pub cluster: Option<String>,
+}
+
+impl std::fmt::Debug for ExtraAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtraAccess")
+            .field("namespace", &self.namespace)
+            .field("accesses", &self.accesses)
+            .field("cluster", &self.cluster)
+            .finish()
+    }
 }
 
 impl RunOptions {
@@ -79,6 +105,7 @@ impl RunOptions {
             resume_command: String::new(),
             abort_command: String::new(),
             known_refusal: None,
+            extra_accesses: Vec::new(),
         }
     }
 }
@@ -674,6 +701,14 @@ pub async fn run(
     let denied = rbac::denied(client, ns, &rb.accesses()).await;
     if !denied.is_empty() {
         return Err(RunbookError::Forbidden { namespace: ns.into(), denied });
+    }
+    for x in &o.extra_accesses {
+        let denied = rbac::denied(&x.client, &x.namespace, &x.accesses).await;
+        if !denied.is_empty() {
+            let at = x.cluster.as_deref().map(|c| format!(" (in the {c})")).unwrap_or_default();
+            let denied = denied.into_iter().map(|d| format!("{d}{at}")).collect();
+            return Err(RunbookError::Forbidden { namespace: x.namespace.clone(), denied });
+        }
     }
 
     // The operator approves the whole plan, by typing the Etcd's name, before the first write.

@@ -2,7 +2,9 @@
 //! blast-radius check first (refuse when an Etcd would lose quorum), then MCM's deletion switch
 //! ([`crate::machines`]), then wait for the replacement node and for the Etcd's members to be ready again.
 //! Config: `machine: NAME` or `node: NAME`, optional `force: bool` (skip the drain), optional `namespace`
-//! (of the Machine; default: the task's).
+//! (of the Machine; default: the task's), optional `machineKubeconfig: PATH` / `machineContext: NAME` (the cluster
+//! holding the Machines, MCM's control cluster, when it is not this one; the path must be readable where the task
+//! executes — `runbook machine-replacement` executes it in the process that started it).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,7 +21,9 @@ use super::step::{Readiness, Step, StepContext, StepError, StepFuture};
 use super::{TaskKind, TaskPlan};
 use crate::api::Etcd;
 use crate::api::task::types;
-use crate::machines::delete::{DeleteOptions, MachineError, MachineTarget, delete, inspect, node_ready};
+use crate::machines::delete::{
+    DeleteOptions, MachineAccess, MachineClusterRef, MachineError, MachineTarget, delete, inspect, node_ready,
+};
 use crate::machines::impact::pod_ready;
 
 /// The parsed config.
@@ -31,12 +35,15 @@ pub struct MachineDeletionConfig {
     pub force: bool,
     /// Namespace of the Machine (default: the task's).
     pub namespace: Option<String>,
+    /// The cluster holding the Machines (default: this one).
+    pub machine_cluster: MachineClusterRef,
 }
 
-/// Parses `machine|node`, `force`, `namespace`.
+/// Parses `machine|node`, `force`, `namespace`, `machineKubeconfig`, `machineContext`.
 pub fn parse_config(config: Option<&str>) -> Result<MachineDeletionConfig, ConfigError> {
     let v = parse_yaml(config)?;
-    let f = Fields::new(&v, "config", &["machine", "node", "force", "namespace"])?;
+    let f =
+        Fields::new(&v, "config", &["machine", "node", "force", "namespace", "machineKubeconfig", "machineContext"])?;
     let target = match (f.string("machine")?, f.string("node")?) {
         (Some(m), None) => MachineTarget::Machine(m),
         (None, Some(n)) => MachineTarget::Node(n),
@@ -49,7 +56,43 @@ pub fn parse_config(config: Option<&str>) -> Result<MachineDeletionConfig, Confi
             });
         }
     };
-    Ok(MachineDeletionConfig { target, force: f.bool("force")?.unwrap_or(false), namespace: f.string("namespace")? })
+    let machine_cluster = MachineClusterRef {
+        kubeconfig: f.string("machineKubeconfig")?.map(std::path::PathBuf::from),
+        context: f.string("machineContext")?,
+    };
+    Ok(MachineDeletionConfig {
+        target,
+        force: f.bool("force")?.unwrap_or(false),
+        namespace: f.string("namespace")?,
+        machine_cluster,
+    })
+}
+
+/// The config text for these settings (what `runbook machine-replacement` records in the task).
+pub fn config_text(
+    target: &MachineTarget,
+    force: bool,
+    namespace: Option<&str>,
+    machine_cluster: &MachineClusterRef,
+) -> String {
+    let mut c = match target {
+        MachineTarget::Machine(m) => format!("machine: {m}\n"),
+        MachineTarget::Node(n) => format!("node: {n}\n"),
+    };
+    if force {
+        c.push_str("force: true\n");
+    }
+    if let Some(ns) = namespace {
+        c.push_str(&format!("namespace: {ns}\n"));
+    }
+    // JSON strings are YAML scalars: any path or context name survives the round trip.
+    if let Some(k) = &machine_cluster.kubeconfig {
+        c.push_str(&format!("machineKubeconfig: {}\n", json!(k.display().to_string())));
+    }
+    if let Some(ctx) = &machine_cluster.context {
+        c.push_str(&format!("machineContext: {}\n", json!(ctx)));
+    }
+    c
 }
 
 /// The task type.
@@ -83,7 +126,9 @@ impl TaskPlan for MachineDeletionConfig {
             MachineTarget::Machine(m) => ("machine", m),
             MachineTarget::Node(n) => ("node", n),
         };
-        json!({k: v, "force": self.force, "namespace": self.namespace})
+        json!({k: v, "force": self.force, "namespace": self.namespace,
+               "machineKubeconfig": self.machine_cluster.kubeconfig.as_ref().map(|p| p.display().to_string()),
+               "machineContext": self.machine_cluster.context})
     }
 }
 
@@ -102,14 +147,31 @@ impl Step for RequestDeletion {
         true
     }
     fn kubectl(&self) -> Vec<String> {
+        let at = self.0.machine_cluster.kubectl_flags();
+        let ns = self.0.namespace.as_deref().map(|n| format!(" -n {n}")).unwrap_or_default();
         match &self.0.target {
             MachineTarget::Machine(m) if self.0.force => vec![
-                format!("kubectl label machine {m} force-deletion=True"),
-                format!("kubectl delete machine {m} --wait=false"),
+                format!("kubectl{at}{ns} label machine {m} force-deletion=True"),
+                format!("kubectl{at}{ns} delete machine {m} --wait=false"),
             ],
-            MachineTarget::Machine(m) => vec![format!("kubectl delete machine {m} --wait=false")],
+            MachineTarget::Machine(m) => vec![format!("kubectl{at}{ns} delete machine {m} --wait=false")],
             MachineTarget::Node(n) => {
-                vec![format!("kubectl annotate node {n} node.machine.sapcloud.io/trigger-deletion-by-mcm=true")]
+                let mut v = Vec::new();
+                if self.0.force {
+                    v.push(format!("kubectl{at}{ns} label machine -l node={n} force-deletion=True"));
+                }
+                v.push(format!("kubectl{at}{ns} delete machine -l node={n} --wait=false"));
+                if !self.0.machine_cluster.is_set() {
+                    v.push(format!(
+                        "# Machines not readable: MCM v0.61+ (the node has finalizer {}): kubectl delete node {n} --wait=false",
+                        crate::api::names::MCM_NODE_FINALIZER
+                    ));
+                    v.push(format!(
+                        "# Machines not readable: MCM up to v0.60: kubectl annotate node {n} {}=true",
+                        crate::api::names::NODE_TRIGGER_DELETION_BY_MCM
+                    ));
+                }
+                v
             }
         }
     }
@@ -118,14 +180,16 @@ impl Step for RequestDeletion {
     }
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
+            let machines_at = machine_access(&self.0.machine_cluster, &cx.client).await?;
             let ns = self.0.namespace.clone().unwrap_or_else(|| cx.namespace().to_string());
-            let plan = inspect(&cx.client, &ns, &self.0.target, self.0.force).await.map_err(step_error)?;
+            let plan =
+                inspect(&cx.client, &machines_at, &ns, &self.0.target, self.0.force).await.map_err(step_error)?;
             if let Some(why) = plan.impact.refusal() {
                 return Err(StepError::Permanent(why));
             }
             // Journal first: a killed executor must not re-read the node set after the old node is gone.
             cx.record(PLAN_KEY, json!({"node": plan.node, "nodesBefore": plan.nodes_before})).await?;
-            delete(&cx.client, plan, &DeleteOptions { force: self.0.force, ..Default::default() })
+            delete(&cx.client, &machines_at, plan, &DeleteOptions { force: self.0.force, ..Default::default() })
                 .await
                 .map_err(step_error)?;
             Ok(())
@@ -137,9 +201,18 @@ impl Step for RequestDeletion {
     }
 }
 
+/// The cluster holding the Machines, as the config names it.
+async fn machine_access(at: &MachineClusterRef, client: &kube::Client) -> Result<MachineAccess, StepError> {
+    at.connect(client, None).await.map_err(|e| match e {
+        crate::kube::ClusterError::Unreachable(m) => StepError::Transient(format!("machine cluster: {m}")),
+        other => StepError::Permanent(format!("machine cluster: {other}")),
+    })
+}
+
 fn step_error(e: MachineError) -> StepError {
     match e {
         MachineError::WouldLoseQuorum(why) => StepError::Permanent(why),
+        e @ MachineError::NotManagedByMcm(_) => StepError::Permanent(e.to_string()),
         MachineError::Cluster(c) => match c {
             crate::kube::ClusterError::NotFound { .. }
             | crate::kube::ClusterError::Forbidden(_)
@@ -230,6 +303,27 @@ mod tests {
         assert!(parse_config(Some("machine: a\nnode: b")).is_err());
         assert!(parse_config(None).is_err());
         assert!(parse_config(Some("machine: a\nextra: 1")).is_err());
+    }
+
+    #[test]
+    fn the_machine_cluster_survives_the_config_round_trip() {
+        let at = MachineClusterRef {
+            kubeconfig: Some("/home/op/parent: seed.yaml".into()),
+            context: Some("garden-parent".into()),
+        };
+        let text = config_text(&MachineTarget::Node("n1".into()), true, Some("shoot--garden--s1"), &at);
+        let c = parse_config(Some(&text)).unwrap();
+        assert_eq!(c.machine_cluster, at);
+        assert_eq!(c.namespace.as_deref(), Some("shoot--garden--s1"));
+        assert!(c.force);
+        let steps = c.steps(&serde_json::from_value(json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+            "metadata": {"name": "e", "namespace": "ns"}, "spec": {"replicas": 3, "labels": {}, "etcd": {}, "backup": {}}})).unwrap());
+        let kubectl = steps[0].kubectl().join("\n");
+        assert!(
+            kubectl.contains("kubectl --kubeconfig '/home/op/parent: seed.yaml' --context garden-parent -n shoot--garden--s1 delete machine -l node=n1"),
+            "{kubectl}"
+        );
+        assert!(!kubectl.contains("annotate"), "{kubectl}");
     }
 
     #[test]

@@ -8,7 +8,6 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::Serialize;
 
@@ -244,8 +243,7 @@ pub async fn follow(
 ) -> Result<EtcdOperatorTask, TaskOpsError> {
     let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream =
-        watcher::watcher(api, config).backoff(crate::reconciler::controller::WatchBackoff::default()).boxed();
+    let mut stream = crate::kube::watch::events(api, config);
     let mut last_seen: Option<EtcdOperatorTask> = None;
     let mut last_key: Option<TransitionKey> = None;
     let wait = async {

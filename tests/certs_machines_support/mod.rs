@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube_sim::{ApiServer, HttpEndpoint};
 use landscape::certmanager::{CertManager, CertManagerOptions};
-use landscape::mcm::{Mcm, McmOptions, machine_set};
+use landscape::mcm::{Mcm, McmOptions, McmVersion, machine_set};
 use serde_json::{Value, json};
 
 use crate::cli_support::{bin, etcd_resource, run_with};
@@ -123,27 +123,45 @@ pub fn machine_set_resource() -> ApiResource {
     )
 }
 
-/// The MachineSet `worker` of three machines in [`NS`] and the MCM actor (user mcm) running it.
+/// The MachineSet `worker` of three machines in [`NS`] and the MCM actor (user mcm, the newest MCM) running it.
 pub async fn start_machine_set(server: &ApiServer) -> Mcm {
-    Api::<DynamicObject>::namespaced_with(server.client(), NS, &machine_set_resource())
+    start_machine_set_of(server, McmVersion::NEWEST).await
+}
+
+/// [`start_machine_set`] with MCM release `version`.
+pub async fn start_machine_set_of(server: &ApiServer, version: McmVersion) -> Mcm {
+    start_split_machine_set(server, server, version).await
+}
+
+/// The MachineSet `worker` of three machines in [`NS`] of `machines` (MCM's control cluster) and the MCM actor
+/// (user mcm) making their Nodes in `nodes` (its target cluster).
+pub async fn start_split_machine_set(machines: &ApiServer, nodes: &ApiServer, version: McmVersion) -> Mcm {
+    Api::<DynamicObject>::namespaced_with(machines.client(), NS, &machine_set_resource())
         .create(&PostParams::default(), &serde_json::from_value(machine_set(NS, "worker", 3)).unwrap())
         .await
         .expect("machineset");
-    server.add_user("mcm", &["system:masters"]);
-    Mcm::start(
-        server.client_for("mcm"),
+    machines.add_user("mcm", &["system:masters"]);
+    nodes.add_user("mcm", &["system:masters"]);
+    Mcm::start_split(
+        landscape::mcm::McmClients { control: machines.client_for("mcm"), target: nodes.client_for("mcm") },
         McmOptions {
             namespace: Some(NS.into()),
             tick: Duration::from_millis(100),
             node_ready_after: Duration::from_millis(300),
+            version,
         },
     )
 }
 
 /// Waits until three machines have nodes and three nodes are Ready; false if they never do.
 pub async fn wait_machines_up(client: &kube::Client) -> bool {
-    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
-    let nodes: Api<Node> = Api::all(client.clone());
+    wait_machines_up_in(client, client).await
+}
+
+/// [`wait_machines_up`] with the Machines in `machines_client`'s cluster and the Nodes in `nodes_client`'s.
+pub async fn wait_machines_up_in(machines_client: &kube::Client, nodes_client: &kube::Client) -> bool {
+    let machines: Api<Machine> = Api::namespaced(machines_client.clone(), NS);
+    let nodes: Api<Node> = Api::all(nodes_client.clone());
     for _ in 0..300 {
         let ms = machines.list(&ListParams::default()).await.unwrap().items;
         let ns = nodes.list(&ListParams::default()).await.unwrap().items;

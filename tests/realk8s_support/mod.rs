@@ -90,16 +90,40 @@ impl RealK8s {
         path.to_path_buf()
     }
 
+    /// A private server of its own even when `DRUIDCTL_REALK8S_KUBECONFIG` names a shared one (for tests that
+    /// restart it), with `env` added to the script's environment (e.g. `REALK8S_APISERVER_EXTRA_ARGS`).
+    pub fn private(name: &str, with_controllers: bool, env: &[(&str, String)]) -> Option<RealK8s> {
+        Self::start_private(name, with_controllers, env)
+    }
+
+    /// Runs `realk8s.sh ARGS…` on this private server (e.g. `restart-apiserver`); `None` for a shared one.
+    pub fn script(&self, args: &[&str]) -> Option<Output> {
+        let i = self.owned.as_ref()?;
+        Some(
+            Command::new("bash")
+                .arg(&i.script)
+                .args(args)
+                .envs(i.env.iter().cloned())
+                .stdin(Stdio::null())
+                .output()
+                .expect("realk8s.sh runs"),
+        )
+    }
+
     /// The shared server of `DRUIDCTL_REALK8S_KUBECONFIG`, else a private one (`name` picks its state dir under
     /// the target dir; `with_controllers` starts kube-controller-manager too).
     pub fn get(name: &str, with_controllers: bool) -> Option<RealK8s> {
-        let what = format!("real API server for {name}");
         if let Some(kc) = std::env::var_os("DRUIDCTL_REALK8S_KUBECONFIG") {
             let kc = PathBuf::from(kc);
             assert!(kc.exists(), "DRUIDCTL_REALK8S_KUBECONFIG={} does not exist", kc.display());
             let limited = kc.with_file_name("kubeconfig-limited");
             return Some(RealK8s { kubeconfig: kc, limited_kubeconfig: limited, owned: None });
         }
+        Self::start_private(name, with_controllers, &[])
+    }
+
+    fn start_private(name: &str, with_controllers: bool, extra: &[(&str, String)]) -> Option<RealK8s> {
+        let what = format!("real API server for {name}");
         let dir = std::env::var_os("DRUIDCTL_REALK8S")
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realk8s"));
@@ -117,6 +141,7 @@ impl RealK8s {
             ("REALK8S_KCM_PORT".to_string(), port()),
             ("REALK8S_WITH_KCM".to_string(), if with_controllers { "auto" } else { "0" }.to_string()),
         ];
+        let env = env.into_iter().chain(extra.iter().map(|(k, v)| (k.to_string(), v.clone()))).collect();
         let instance = Instance { script, env };
         let _ = instance.run("reset");
         match instance.run("start") {

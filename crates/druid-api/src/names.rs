@@ -31,8 +31,18 @@ pub const LABEL_NAME_LEGACY: &str = "name";
 
 /// Label on a Machine that makes MCM skip the drain when it is deleted (value `"True"`).
 pub const MACHINE_FORCE_DELETION: &str = "force-deletion";
-/// Annotation on a Node that asks MCM to delete its Machine (value `"true"`).
+/// `machineutils.TriggerDeletionByMCM` (MCM `pkg/util/provider/machineutils/utils.go`). Up to v0.60.x, on a Node
+/// with value `"true"`, it made MCM delete the Node's Machine (`updateNodeToMachine` in
+/// `pkg/util/provider/machinecontroller/machine.go`); v0.61.0 stopped reading it on Nodes (#1055). From v0.56.0
+/// it is also the MachineDeployment annotation of cluster-autoscaler's scale-down (`pkg/controller/deployment.go`):
+/// a comma-separated list of machine names, `<name>~<RFC3339 time>` from v0.61.3.
 pub const NODE_TRIGGER_DELETION_BY_MCM: &str = "node.machine.sapcloud.io/trigger-deletion-by-mcm";
+/// Finalizer MCM v0.61.0+ puts on every Node backed by a Machine (`NodeFinalizerName` in
+/// `pkg/util/provider/machinecontroller/controller.go`; added in `reconcileClusterNodeKey`, `node.go`). Its
+/// presence tells a Node managed by MCM v0.61 or later, on which deleting the Node deletes its Machine.
+pub const MCM_NODE_FINALIZER: &str = "node.machine.sapcloud.io/machine-controller";
+/// Annotation on a Node that MCM leaves alone (`machineutils.NotManagedByMCM`).
+pub const NODE_NOT_MANAGED_BY_MCM: &str = "node.machine.sapcloud.io/not-managed-by-mcm";
 /// Machine priority annotation (default 3; lower is deleted first on scale-down).
 pub const MACHINE_PRIORITY: &str = "machinepriority.machine.sapcloud.io";
 /// Label on a Machine naming its Node.

@@ -184,6 +184,15 @@ pub fn from_fields_v1(v: &Value) -> FieldSet {
     out
 }
 
+/// Whether a list element has the key values of a `k:` token. An absent `protocol` of a port is its schema
+/// default, TCP, as in [`key_token`] (structured-merge-diff keys an element by its defaulted key fields).
+fn has_keys(it: &Value, keys: &Map<String, Value>) -> bool {
+    keys.iter().all(|(kk, kv)| match it.get(kk) {
+        Some(v) => v == kv,
+        None => kk == "protocol" && kv == "TCP",
+    })
+}
+
 /// The value at a field path (None when absent). For `.` paths, the list element.
 pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
     let mut cur = obj;
@@ -195,7 +204,7 @@ pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
             cur = cur.get(f)?;
         } else if let Some(k) = tok.strip_prefix("k:") {
             let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
-            cur = cur.as_array()?.iter().find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
+            cur = cur.as_array()?.iter().find(|it| has_keys(it, &keys))?;
         } else if let Some(v) = tok.strip_prefix("v:") {
             let want: Value = serde_json::from_str(v).ok()?;
             cur = cur.as_array()?.iter().find(|it| **it == want)?;
@@ -235,7 +244,7 @@ fn remove_elem(obj: &mut Value, list_path: &[String], elem: &str) {
     };
     if let Some(k) = elem.strip_prefix("k:") {
         if let Ok(keys) = serde_json::from_str::<Map<String, Value>>(k) {
-            list.retain(|it| !keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)));
+            list.retain(|it| !has_keys(it, &keys));
         }
     } else if let Some(v) = elem.strip_prefix("v:")
         && let Ok(want) = serde_json::from_str::<Value>(v)
@@ -251,7 +260,7 @@ fn value_at_mut<'a>(obj: &'a mut Value, path: &[String]) -> Option<&'a mut Value
             cur = cur.get_mut(f)?;
         } else if let Some(k) = tok.strip_prefix("k:") {
             let keys: Map<String, Value> = serde_json::from_str(k).ok()?;
-            cur = cur.as_array_mut()?.iter_mut().find(|it| keys.iter().all(|(kk, kv)| it.get(kk) == Some(kv)))?;
+            cur = cur.as_array_mut()?.iter_mut().find(|it| has_keys(it, &keys))?;
         } else {
             return None;
         }
@@ -513,6 +522,12 @@ pub fn apply(
             // `typed/compare.go` never reports it modified), so it never conflicts by itself.
             .filter(|p| p.last().is_none_or(|l| l != "."))
             .filter(|p| new_set.contains(*p) && value_at(&base, p) != value_at(applied, p))
+            // An empty map merges into a live map without changing it, so it conflicts with nothing
+            // (structured-merge-diff compares the merged object with the live one).
+            .filter(|p| {
+                !(value_at(applied, p).is_some_and(|v| v.as_object().is_some_and(|m| m.is_empty()))
+                    && value_at(&base, p).is_some_and(|v| v.is_object()))
+            })
             .cloned()
             .collect();
         if force {

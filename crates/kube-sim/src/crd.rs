@@ -148,23 +148,34 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType, String> {
         .and_then(|c| c.as_array())
         .map(|a| {
             a.iter()
-                .map(|c| PrinterColumn {
-                    name: c.get("name").and_then(|x| x.as_str()).unwrap_or_default().into(),
-                    type_: c.get("type").and_then(|x| x.as_str()).unwrap_or("string").into(),
-                    format: c.get("format").and_then(|x| x.as_str()).unwrap_or_default().into(),
-                    description: c.get("description").and_then(|x| x.as_str()).unwrap_or_default().into(),
-                    priority: c.get("priority").and_then(|x| x.as_i64()).unwrap_or(0),
-                    json_path: c.get("jsonPath").and_then(|x| x.as_str()).unwrap_or_default().into(),
+                .map(|c| {
+                    let json_path: String = c.get("jsonPath").and_then(|x| x.as_str()).unwrap_or_default().into();
+                    // A column without a description is described by its JSONPath, as the table convertor of
+                    // `staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor/tableconvertor.go` does.
+                    let description = match c.get("description").and_then(|x| x.as_str()) {
+                        Some(d) if !d.is_empty() => d.to_string(),
+                        _ => format!("Custom resource definition column (in JSONPath format): {json_path}"),
+                    };
+                    PrinterColumn {
+                        name: c.get("name").and_then(|x| x.as_str()).unwrap_or_default().into(),
+                        type_: c.get("type").and_then(|x| x.as_str()).unwrap_or("string").into(),
+                        format: c.get("format").and_then(|x| x.as_str()).unwrap_or_default().into(),
+                        description,
+                        priority: c.get("priority").and_then(|x| x.as_i64()).unwrap_or(0),
+                        json_path,
+                    }
                 })
                 .collect()
         })
         .unwrap_or_default();
     if columns.is_empty() {
+        // `serveDefaultColumnsIfEmpty` (apiextensions-apiserver `pkg/apiserver/customresource_handler.go`): an Age
+        // column described by ObjectMeta's `creationTimestamp` documentation.
         columns.push(PrinterColumn {
             name: "Age".into(),
             type_: "date".into(),
             format: String::new(),
-            description: String::new(),
+            description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata".into(),
             priority: 0,
             json_path: ".metadata.creationTimestamp".into(),
         });

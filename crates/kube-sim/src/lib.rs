@@ -51,7 +51,7 @@ pub use requestlog::{RequestLog, RequestRecord};
 pub use resources::{PrinterColumn, ResourceType, ScalePaths};
 pub use selectors::{FieldSelector, LabelSelector};
 pub use status::ApiError;
-pub use transport::HttpEndpoint;
+pub use transport::{HttpEndpoint, TlsIdentity};
 
 /// Errors of the embedded API server's Rust API.
 #[derive(Debug, thiserror::Error)]
@@ -289,6 +289,36 @@ impl ApiServer {
     /// Serves plain HTTP on `addr` (use port 0); the returned endpoint stops serving when dropped.
     pub async fn serve_http(&self, addr: SocketAddr) -> std::io::Result<HttpEndpoint> {
         transport::serve_http(self.clone(), addr).await
+    }
+
+    /// Serves HTTPS on `addr` (use port 0) with a serving certificate signed by a CA made for it
+    /// ([`HttpEndpoint::ca_pem`]); the returned endpoint stops serving when dropped. Write its kubeconfig with
+    /// [`ApiServer::kubeconfig_yaml_for`]: over TLS kubectl sends the user's bearer token, `get --raw` included.
+    pub async fn serve_https(&self, addr: SocketAddr) -> std::io::Result<HttpEndpoint> {
+        let identity = TlsIdentity::generate().map_err(std::io::Error::other)?;
+        transport::serve_https(self.clone(), addr, identity).await
+    }
+
+    /// [`ApiServer::serve_https`] with a given identity (e.g. the one of an earlier run, kept by the caller).
+    pub async fn serve_https_as(&self, addr: SocketAddr, identity: TlsIdentity) -> std::io::Result<HttpEndpoint> {
+        transport::serve_https(self.clone(), addr, identity).await
+    }
+
+    /// A kubeconfig for `user` against `ep`: for a TLS endpoint the server URL as it is, the CA as
+    /// `certificate-authority-data` and the bearer token in the user entry (where kube-apiserver's clients keep it);
+    /// for a plain HTTP endpoint the same as [`ApiServer::kubeconfig_yaml`].
+    pub fn kubeconfig_yaml_for(&self, ep: &HttpEndpoint, user: &str, namespace: Option<&str>) -> String {
+        use base64::Engine;
+        let Some(ca) = &ep.ca_pem else {
+            return self.kubeconfig_yaml(&ep.url, user, namespace);
+        };
+        let token = self.token_for(user).unwrap_or_else(|| self.add_user(user, &[]));
+        let ca = base64::engine::general_purpose::STANDARD.encode(ca);
+        let ns = namespace.map(|n| format!("\n    namespace: {n}")).unwrap_or_default();
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: embedded\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {user}@embedded\n  context:\n    cluster: embedded\n    user: {user}{ns}\ncurrent-context: {user}@embedded\nusers:\n- name: {user}\n  user:\n    token: {token}\npreferences: {{}}\n",
+            ep.url
+        )
     }
 
     /// A kubeconfig for `user` against `server_url` (an [`HttpEndpoint::url`]). client-go reads a kubeconfig's

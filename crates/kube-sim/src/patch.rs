@@ -102,6 +102,8 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
                         }
                         path.push(k.clone());
                         let arr = cur.as_array_mut().unwrap();
+                        let server_order: Vec<Value> =
+                            arr.iter().map(|x| x.get(mk).cloned().unwrap_or(Value::Null)).collect();
                         for it in items {
                             let kv = it.get(mk).cloned().unwrap_or(Value::Null);
                             let pos = arr.iter().position(|x| x.get(mk) == Some(&kv) && !kv.is_null());
@@ -120,6 +122,12 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
                                 }
                             }
                         }
+                        let patch_order: Vec<Value> = items
+                            .iter()
+                            .filter(|i| !is_directive(i) && i.get("$patch").is_none())
+                            .filter_map(|i| i.get(mk).cloned())
+                            .collect();
+                        *arr = normalize_element_order(std::mem::take(arr), mk, &patch_order, &server_order);
                         path.pop();
                     }
                 }
@@ -130,6 +138,46 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
         }
     }
     Ok(())
+}
+
+/// The order of a merged list, as `normalizeElementOrder` / `mergeSortedSlice` of
+/// `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go` make it: the patch's items in patch
+/// order, the server-only items in their old order, interleaved where both were in the old list; a new item
+/// goes before a server-only item.
+fn normalize_element_order(arr: Vec<Value>, mk: &str, patch_order: &[Value], server_order: &[Value]) -> Vec<Value> {
+    let key = |x: &Value| x.get(mk).cloned().unwrap_or(Value::Null);
+    let in_patch = |x: &Value| patch_order.contains(&key(x));
+    let mut right: Vec<Value> = Vec::new();
+    for k in patch_order {
+        if let Some(x) = arr.iter().find(|x| key(x) == *k && !right.iter().any(|r| key(r) == *k)) {
+            right.push(x.clone());
+        }
+    }
+    let left: Vec<Value> = arr.iter().filter(|x| !in_patch(x)).cloned().collect();
+    let index = |x: &Value| server_order.iter().position(|s| *s == key(x) && !s.is_null());
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::with_capacity(left.len() + right.len());
+    while i < left.len() || j < right.len() {
+        if i >= left.len() {
+            out.push(right[j].clone());
+            j += 1;
+        } else if j >= right.len() {
+            out.push(left[i].clone());
+            i += 1;
+        } else {
+            match (index(&left[i]), index(&right[j])) {
+                (Some(l), Some(r)) if l < r => {
+                    out.push(left[i].clone());
+                    i += 1;
+                }
+                _ => {
+                    out.push(right[j].clone());
+                    j += 1;
+                }
+            }
+        }
+    }
+    out
 }
 
 fn is_directive(v: &Value) -> bool {

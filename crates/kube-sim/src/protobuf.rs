@@ -110,6 +110,9 @@ fn decode(b: &[u8], schema: &[(u32, F)]) -> Option<Value> {
             continue;
         };
         match f {
+            // Go's protobuf marshaller writes empty strings too; the decoded fields are `omitempty` in JSON
+            // (ObjectMeta, access review attributes, Secret type), so an empty one is as absent.
+            F::Str(_) if bytes.is_empty() => {}
             F::Str(n) => {
                 m.insert(n.to_string(), json!(String::from_utf8_lossy(bytes)));
             }

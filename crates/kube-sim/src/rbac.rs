@@ -160,7 +160,10 @@ pub fn review(server: &ApiServer, user: &UserInfo, rt: &ResourceType, body: Valu
     if !out.get("metadata").is_some_and(|m| m.is_object()) {
         out["metadata"] = json!({});
     }
-    out["metadata"]["creationTimestamp"] = Value::Null;
+    // Reviews are never stored: no creationTimestamp (`metadata.creationTimestamp` is omitted when zero).
+    if let Some(m) = out["metadata"].as_object_mut() {
+        m.remove("creationTimestamp");
+    }
     match rt.plural.as_str() {
         "selfsubjectaccessreviews" | "subjectaccessreviews" => {
             let subject = if rt.plural == "subjectaccessreviews" {

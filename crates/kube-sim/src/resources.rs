@@ -96,6 +96,10 @@ impl ResourceType {
     pub fn verbs(&self) -> Vec<&'static str> {
         if self.create_only {
             vec!["create"]
+        } else if self.crd {
+            // The discovery controller of apiextensions-apiserver lists a CRD's verbs in this fixed order
+            // (`pkg/apiserver/customresource_discovery_controller.go`); built-in kinds' verbs are sorted.
+            vec!["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]
         } else {
             vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         }
@@ -437,6 +441,15 @@ pub fn apply_builtin_defaults(group: &str, plural: &str, obj: &mut Value) {
             // SetDefaults_Pod: enableServiceLinks (pkg/apis/core/v1/defaults.go).
             ensure(obj, &["spec", "enableServiceLinks"], true.into());
             ensure(obj, &["status", "phase"], "Pending".into());
+            // PodCondition's `lastProbeTime` / `lastTransitionTime` are `metav1.Time` structs: the Go type
+            // serialises an unset one as null (k8s.io/api `core/v1/types.go`).
+            if let Some(conds) = obj.pointer_mut("/status/conditions").and_then(|c| c.as_array_mut()) {
+                for c in conds.iter_mut().filter_map(|c| c.as_object_mut()) {
+                    for f in ["lastProbeTime", "lastTransitionTime"] {
+                        c.entry(f).or_insert(Value::Null);
+                    }
+                }
+            }
         }
         ("", "persistentvolumeclaims") => {
             ensure(obj, &["spec", "volumeMode"], "Filesystem".into());

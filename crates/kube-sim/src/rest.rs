@@ -267,7 +267,6 @@ fn name_error(kind: &str, group: &str, name: &str, msg: String) -> ApiError {
 
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
 fn is_label(s: &str) -> bool {
     !s.is_empty()
@@ -299,9 +298,12 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
                 return Err(name_error(kind, group, name, msg));
             }
         }
-        ("", "services") => {
-            if !is_label(name) || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
-                return Err(name_error(kind, group, name, DNS1035_LABEL_MSG.into()));
+        // Service names are RFC 1123 labels since the RelaxedServiceNameValidation feature
+        // (`pkg/apis/core/validation/validation.go` `ValidateServiceName`); StatefulSet names are labels too, as
+        // their pods' hostnames (`pkg/apis/apps/validation/validation.go` `ValidateStatefulSetName`).
+        ("", "services") | ("apps", "statefulsets") => {
+            if !is_label(name) {
+                return Err(name_error(kind, group, name, DNS1123_LABEL_MSG.into()));
             }
         }
         _ => {
@@ -378,10 +380,20 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
     if let Some(labels) = obj.pointer("/metadata/labels").and_then(|l| l.as_object()) {
         for (k, v) in labels {
             if !is_qualified_key(k) {
+                // A key with more than one '/' is reported as a whole (`IsQualifiedName` in
+                // `staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go`, worded for label keys).
+                let msg = if k.matches('/').count() > 1 {
+                    format!(
+                        "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                        QUALIFIED_NAME_MSG.trim_start_matches("name part ")
+                    )
+                } else {
+                    QUALIFIED_NAME_MSG.to_string()
+                };
                 causes.push((
                     "FieldValueInvalid".into(),
                     "metadata.labels".into(),
-                    format!("Invalid value: \"{k}\": {QUALIFIED_NAME_MSG}"),
+                    format!("Invalid value: \"{k}\": {msg}"),
                 ));
             }
             let v = v.as_str().unwrap_or_default();
@@ -419,7 +431,71 @@ fn validate_metadata(rt: &ResourceType, name: &str, obj: &Value) -> Result<(), A
             }
         }
     }
+    if let Some(refs) = obj.pointer("/metadata/ownerReferences").and_then(|r| r.as_array()) {
+        causes.extend(owner_reference_causes(refs));
+    }
     if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&rt.kind, &rt.group, name, &causes)) }
+}
+
+/// `ValidateOwnerReferences` (`staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go`): every
+/// reference needs a version, kind, name and uid, and at most one may be the controller. An invalid list is
+/// printed as JSON in the Go field order of `metav1.OwnerReference`.
+fn owner_reference_causes(refs: &[Value]) -> Vec<(String, String, String)> {
+    let mut causes = Vec::new();
+    let st = |r: &Value, k: &str| r.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let mut first_controller = String::new();
+    for r in refs {
+        let api_version = st(r, "apiVersion");
+        let version = api_version.rsplit('/').next().unwrap_or_default();
+        if version.is_empty() {
+            causes.push((
+                "FieldValueInvalid".into(),
+                "metadata.ownerReferences.apiVersion".into(),
+                format!("Invalid value: {api_version:?}: version must not be empty"),
+            ));
+        }
+        for f in ["kind", "name", "uid"] {
+            let v = st(r, f);
+            if v.is_empty() {
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    format!("metadata.ownerReferences.{f}"),
+                    format!("Invalid value: {v:?}: must not be empty"),
+                ));
+            }
+        }
+        if r.get("controller").and_then(|c| c.as_bool()) == Some(true) {
+            let cur = format!("{}/{}", st(r, "kind"), st(r, "name"));
+            if first_controller.is_empty() {
+                first_controller = cur;
+            } else {
+                let printed: Vec<String> = refs
+                    .iter()
+                    .map(|r| {
+                        let mut parts = Vec::new();
+                        for f in ["apiVersion", "kind", "name", "uid"] {
+                            parts.push(format!("{f:?}:{}", serde_json::to_string(&st(r, f)).unwrap_or_default()));
+                        }
+                        for f in ["controller", "blockOwnerDeletion"] {
+                            if let Some(b) = r.get(f).and_then(|b| b.as_bool()) {
+                                parts.push(format!("{f:?}:{b}"));
+                            }
+                        }
+                        format!("{{{}}}", parts.join(","))
+                    })
+                    .collect();
+                causes.push((
+                    "FieldValueInvalid".into(),
+                    "metadata.ownerReferences".into(),
+                    format!(
+                        "Invalid value: [{}]: Only one reference can have Controller set to true. Found \"true\" in references for {first_controller} and {cur}",
+                        printed.join(",")
+                    ),
+                ));
+            }
+        }
+    }
+    causes
 }
 
 /// Immutability rules of built-in kinds that clients run into (422 like kube-apiserver).
@@ -449,6 +525,7 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                         "updateStrategy",
                         "persistentVolumeClaimRetentionPolicy",
                         "minReadySeconds",
+                        "revisionHistoryLimit",
                     ] {
                         m.remove(f);
                     }
@@ -456,10 +533,27 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
                 spec
             };
             if strip(cur) != strip(new) {
-                return forbid(
-                    "spec",
-                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
-                );
+                // `ValidateStatefulSetUpdate` (`pkg/apis/apps/validation/validation.go`) also reports a template
+                // whose labels no longer match the selector, before the forbidden-update cause.
+                let sel = LabelSelector::from_json(new.pointer("/spec/selector").unwrap_or(&Value::Null));
+                let tl = new.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
+                let mut causes = Vec::new();
+                if !sel.0.is_empty() && !sel.matches(&json!({"metadata": {"labels": tl}})) {
+                    causes.push((
+                        "FieldValueInvalid".to_string(),
+                        "spec.template.metadata.labels".to_string(),
+                        format!(
+                            "Invalid value: {}: `selector` does not match template `labels`",
+                            serde_json::to_string(&tl).unwrap_or_default()
+                        ),
+                    ));
+                }
+                causes.push((
+                    "FieldValueForbidden".to_string(),
+                    "spec".to_string(),
+                    "Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".to_string(),
+                ));
+                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes));
             }
         }
         ("", "configmaps") | ("", "secrets") if cur.get("immutable").and_then(|i| i.as_bool()) == Some(true) => {
@@ -519,22 +613,32 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
             }
         }
         ("", "secrets") if cur.get("type") != new.get("type") => {
-            return Err(ApiError::invalid(
-                &ctx.rt.kind,
-                &ctx.rt.group,
-                name,
-                &[(
-                    "FieldValueInvalid".into(),
-                    "type".into(),
-                    format!("Invalid value: {}: field is immutable", new.get("type").cloned().unwrap_or_default()),
-                )],
-            ));
+            // `ValidateSecretUpdate` (`pkg/apis/core/validation/validation.go`) also validates the new Secret as
+            // a whole: a `kubernetes.io/tls` Secret needs both key pair entries.
+            let mut causes = vec![(
+                "FieldValueInvalid".to_string(),
+                "type".to_string(),
+                format!("Invalid value: {}: field is immutable", new.get("type").cloned().unwrap_or_default()),
+            )];
+            if new.get("type").and_then(|t| t.as_str()) == Some("kubernetes.io/tls") {
+                for k in ["tls.crt", "tls.key"] {
+                    if new.pointer("/data").and_then(|d| d.get(k)).is_none() {
+                        causes.push(("FieldValueRequired".into(), format!("data[{k}]"), "Required value".into()));
+                    }
+                }
+            }
+            return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes));
         }
         ("", "persistentvolumeclaims") => {
             let strip = |o: &Value| {
                 let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
+                // Only a bound claim may change its storage request (`ValidatePersistentVolumeClaimUpdate` in
+                // `pkg/apis/core/validation/validation.go`).
+                let bound = new.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Bound");
+                if bound && let Some(r) = spec.pointer_mut("/resources/requests").and_then(|r| r.as_object_mut()) {
+                    r.remove("storage");
+                }
                 if let Some(m) = spec.as_object_mut() {
-                    m.remove("resources");
                     m.remove("volumeAttributesClassName");
                     if o.pointer("/spec/volumeName").is_none() {
                         m.remove("volumeName");
@@ -586,11 +690,34 @@ fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope
         }
     }
     let errs = v.validate(obj, old, scope);
-    if errs.is_empty() {
+    // `ValidateScaleSpec` (apiextensions-apiserver `pkg/registry/customresource/validator.go`) reads the spec
+    // replicas with `unstructured.NestedInt64`, whose error names the Go type of a value of another type.
+    let mut scale_cause = None;
+    if let (Scope::Main, Some(sc)) = (scope, &ctx.rt.scale) {
+        let ptr = sc.spec_replicas.replace('.', "/");
+        if let Some(val) = obj.pointer(&ptr).filter(|v| !v.is_i64() && !v.is_null()) {
+            let (shown, go_type) = match val {
+                Value::String(s) => (s.clone(), "string"),
+                Value::Bool(b) => (b.to_string(), "bool"),
+                Value::Number(n) => (n.to_string(), "float64"),
+                Value::Array(_) => (val.to_string(), "[]interface {}"),
+                _ => (val.to_string(), "map[string]interface {}"),
+            };
+            scale_cause = Some((
+                "FieldValueInvalid".to_string(),
+                sc.spec_replicas.clone(),
+                format!(
+                    "Invalid value: 0: {} accessor error: {shown} is of the type {go_type}, expected int64",
+                    sc.spec_replicas
+                ),
+            ));
+        }
+    }
+    if errs.is_empty() && scale_cause.is_none() {
         return Ok(());
     }
     let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
-    let causes: Vec<(String, String, String)> = errs
+    let mut causes: Vec<(String, String, String)> = errs
         .iter()
         .map(|e| {
             let prefix = format!("{}: ", e.field);
@@ -598,6 +725,11 @@ fn validate_custom(ctx: &Ctx, obj: &mut Value, old: Option<&Value>, scope: Scope
             (e.reason.clone(), e.field.clone(), msg)
         })
         .collect();
+    if let Some(c) = scale_cause {
+        // Before the note that CEL rules were skipped, which closes the list.
+        let at = causes.iter().position(|(_, f, _)| f == "<nil>").unwrap_or(causes.len());
+        causes.insert(at, c);
+    }
     Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, &name, &causes))
 }
 
@@ -679,12 +811,7 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
         _ => {}
     }
     match obj.get("kind").and_then(|a| a.as_str()) {
-        Some(k) if k != ctx.rt.kind => {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                ctx.rt.kind
-            )));
-        }
+        Some(k) if k != ctx.rt.kind => return Err(kind_mismatch(ctx, &obj, k)),
         _ => {}
     }
     prune_builtin(ctx, &mut obj)?;
@@ -741,7 +868,8 @@ fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
     md.remove("deletionTimestamp");
     md.remove("deletionGracePeriodSeconds");
     if md.get("resourceVersion").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()) {
-        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+        // `rest.BeforeCreate` returns a plain error here (`staging/src/k8s.io/apiserver/pkg/registry/rest/create.go`).
+        return Err(ApiError::plain_500("resourceVersion should not be set on objects to be created"));
     }
     md.remove("resourceVersion");
     md.remove("selfLink");
@@ -824,6 +952,13 @@ fn create_strategy_fields(ctx: &Ctx, obj: &mut Value) {
                         l.entry(k).or_insert_with(|| v.clone().into());
                     }
                 }
+                // A Job without labels takes its pod template's labels (`SetDefaults_Job`,
+                // `pkg/apis/batch/v1/defaults.go`), which kube-apiserver 1.36 answers with the generated ones.
+                if obj.pointer("/metadata/labels").and_then(|l| l.as_object()).is_none_or(|l| l.is_empty())
+                    && let Some(tl) = obj.pointer("/spec/template/metadata/labels").cloned()
+                {
+                    obj["metadata"]["labels"] = tl;
+                }
             }
         }
         ("", "nodes") => {
@@ -901,8 +1036,13 @@ fn without_strategy_fields(ctx: &Ctx, obj: &Value) -> Value {
         }
         ("", "services") => {
             if let Some(spec) = o.get_mut("spec").and_then(|s| s.as_object_mut()) {
+                // Allocated addresses are the registry's; a headless `clusterIP: None` can only come from the
+                // client, which then owns it.
+                let headless = spec.get("clusterIP").and_then(|c| c.as_str()) == Some("None");
                 for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-                    spec.remove(f);
+                    if !(headless && f == "clusterIP") {
+                        spec.remove(f);
+                    }
                 }
             }
         }
@@ -1163,44 +1303,76 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
                 !ctx.rt.crd,
             ) {
                 Ok(v) => Ok(v),
-                Err(conflicts) => Err(apply_conflict(ctx, cur, conflicts)),
+                Err(conflicts) => Err(apply_conflict(conflicts)),
             }
         }
     }
 }
 
-fn apply_conflict(ctx: &Ctx, cur: &Value, conflicts: Vec<apply::Conflict>) -> ApiError {
-    let name = cur.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
-    let using = |av: &str| if av.is_empty() { String::new() } else { format!(" using {av}") };
+/// The 409 of a server-side apply conflict, worded like `NewConflictError` / `getConflictMessage` of
+/// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager/internal/conflict.go`: managers printed
+/// with their version (`"unknown" using v1`), grouped and sorted by that printed name, joined by newlines.
+fn apply_conflict(conflicts: Vec<apply::Conflict>) -> ApiError {
+    let printed = |c: &apply::Conflict| {
+        if c.api_version.is_empty() {
+            format!("\"{}\"", c.manager)
+        } else {
+            format!("\"{}\" using {}", c.manager, c.api_version)
+        }
+    };
     let msg = if conflicts.len() == 1 {
         let c = &conflicts[0];
-        format!("Apply failed with 1 conflict: conflict with \"{}\"{}: {}", c.manager, using(&c.api_version), c.field)
+        format!("Apply failed with 1 conflict: conflict with {}: {}", printed(c), c.field)
     } else {
-        let mut s = format!("Apply failed with {} conflicts:", conflicts.len());
-        let mut by: Vec<(String, String, Vec<String>)> = Vec::new();
+        let mut by: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
         for c in &conflicts {
-            match by.iter_mut().find(|(m, _, _)| *m == c.manager) {
-                Some(e) => e.2.push(c.field.clone()),
-                None => by.push((c.manager.clone(), c.api_version.clone(), vec![c.field.clone()])),
-            }
+            by.entry(printed(c)).or_default().push(c.field.clone());
         }
-        for (m, av, fs) in by {
-            s.push_str(&format!(" conflicts with \"{m}\"{}:", using(&av)));
-            for f in fs {
-                s.push_str(&format!("\n- {f}"));
-            }
+        let mut lines = Vec::new();
+        for (m, fs) in by {
+            lines.push(format!("conflicts with {m}:"));
+            lines.extend(fs.into_iter().map(|f| format!("- {f}")));
         }
-        s
+        format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
     };
     let causes = conflicts
         .iter()
-        .map(|c| json!({"reason":"FieldManagerConflict","message":format!("conflict with \"{}\"{}", c.manager, using(&c.api_version)),"field":c.field}))
+        .map(|c| json!({"reason":"FieldManagerConflict","message":format!("conflict with {}", printed(c)),"field":c.field}))
         .collect();
-    ApiError::conflict_msg(&ctx.rname(), name, msg, causes)
+    ApiError::apply_conflict(msg, causes)
+}
+
+/// A body of another kind. Built-in kinds fail in the codec's conversion to the internal type
+/// (`runtime.Scheme.Convert` in `staging/src/k8s.io/apimachinery/pkg/runtime/scheme.go`, wrapped by the
+/// handlers' "cannot be handled as" decoding error); custom resources compare the kinds.
+fn kind_mismatch(ctx: &Ctx, obj: &Value, kind: &str) -> ApiError {
+    if ctx.rt.crd {
+        return ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            ctx.rt.kind
+        ));
+    }
+    let api_version = obj.get("apiVersion").and_then(|a| a.as_str()).unwrap_or("v1");
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    let internal = if ctx.rt.group.is_empty() { "core" } else { ctx.rt.group.split('.').next().unwrap_or("core") };
+    ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {want}: converting ({version}.{kind}) to ({internal}.{want}): unknown conversion",
+        want = ctx.rt.kind
+    ))
 }
 
 /// Updates an object through a mutation (PUT / PATCH / apply), on the main resource or `status`.
 pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(Value, bool), ApiError> {
+    // The update handler compares the body's name with the URL before it reads the store
+    // (`checkName` in `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/update.go` / `rest.go`).
+    if let Mutation::Replace(body) = &m
+        && let Some(n) = body.pointer("/metadata/name").and_then(|n| n.as_str())
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
     for _attempt in 0..16 {
         let cur = {
             let st = ctx.server.inner.state.lock().unwrap();
@@ -1275,6 +1447,22 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                     ("coordination.k8s.io", "leases") | ("policy", "poddisruptionbudgets")
                 ))
         {
+            // A custom resource's body was decoded (and its unknown fields warned about) before the store
+            // rejects the update (`staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/customresource_handler.go`,
+            // `unstructuredDecoder`).
+            if ctx.rt.crd
+                && ctx.warn_unknown
+                && !ctx.strict
+                && let Some(v) = ctx.rt.validators.get(&ctx.version).or_else(|| ctx.rt.validators.values().next())
+            {
+                let mut pruned = new.clone();
+                v.default_and_prune(&mut pruned);
+                let mut unknown = Vec::new();
+                pruned_paths(&new, &pruned, "", &mut unknown);
+                for p in unknown {
+                    add_warning(format!("unknown field \"{p}\""));
+                }
+            }
             return Err(ApiError::invalid(
                 &ctx.rt.plural,
                 &ctx.rt.group,
@@ -1291,7 +1479,15 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             && !uid.is_empty()
             && uid != cur_uid
         {
-            return Err(precondition_failed(ctx, name, "UID", uid, cur_uid));
+            // storage.Preconditions.Check (`staging/src/k8s.io/apiserver/pkg/storage/interfaces.go`), turned into a
+            // Conflict on the resource by `storeerr.InterpretUpdateError`.
+            let rname = ctx.rname();
+            let mut e = ApiError::conflict(&rname, name);
+            e.message = format!(
+                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}",
+                rname.qualified()
+            );
+            return Err(e);
         }
         if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
             && n != name
@@ -1303,10 +1499,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         if let Some(k) = new.get("kind").and_then(|k| k.as_str())
             && k != ctx.rt.kind
         {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                ctx.rt.kind
-            )));
+            return Err(kind_mismatch(ctx, &new, k));
         }
         if ctx.rt.namespaced
             && let Some(n) = new.pointer("/metadata/namespace").and_then(|n| n.as_str())
@@ -1341,17 +1534,22 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         // A deleting object cannot gain new finalizers (kube: Forbidden), but may drop them.
         if cur.pointer("/metadata/deletionTimestamp").is_some() {
             let old_f = finalizers(&cur);
-            if finalizers(&new).iter().any(|f| !old_f.contains(f)) {
-                return Err(ApiError::invalid(
-                    &ctx.rt.kind,
-                    &ctx.rt.group,
-                    name,
-                    &[(
-                        "FieldValueForbidden".into(),
-                        "metadata.finalizers".into(),
-                        "Forbidden: no new finalizers can be added if the object is being deleted".into(),
-                    )],
-                ));
+            let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !old_f.contains(f)).collect();
+            if !added.is_empty() {
+                // `ValidateObjectMetaUpdate` (`staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go`)
+                // prints the new finalizers with Go's `%#v`. Built-in kinds run it twice: once in
+                // `rest.BeforeUpdate`'s common checks and once in their own `ValidateUpdate`.
+                let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                let cause = (
+                    "FieldValueForbidden".to_string(),
+                    "metadata.finalizers".to_string(),
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        list.join(", ")
+                    ),
+                );
+                let causes = if ctx.rt.crd { vec![cause] } else { vec![cause.clone(), cause] };
+                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes));
             }
         }
         match sub {
@@ -1374,6 +1572,16 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                     Some(o) => merged["metadata"]["ownerReferences"] = o.clone(),
                     None => {
                         merged["metadata"].as_object_mut().unwrap().remove("ownerReferences");
+                    }
+                }
+                // The Deployment status strategy also keeps the old labels (`deploymentStatusStrategy.PrepareForUpdate`
+                // in `pkg/registry/apps/deployment/strategy.go`).
+                if ctx.rt.group == "apps" && ctx.rt.plural == "deployments" {
+                    match cur.pointer("/metadata/labels") {
+                        Some(l) => merged["metadata"]["labels"] = l.clone(),
+                        None => {
+                            merged["metadata"].as_object_mut().unwrap().remove("labels");
+                        }
                     }
                 }
                 new = merged;
@@ -1432,15 +1640,42 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             validate_custom(ctx, &mut new, Some(&old_out), scope)?;
             new["apiVersion"] = cur["apiVersion"].clone();
         }
+        // A Deployment's annotation change bumps its generation too, since annotations are copied to its
+        // ReplicaSets (`deploymentStrategy.PrepareForUpdate` in `pkg/registry/apps/deployment/strategy.go`).
+        let annotations_bump = !ctx.rt.crd
+            && ctx.rt.group == "apps"
+            && ctx.rt.plural == "deployments"
+            && new.pointer("/metadata/annotations") != cur.pointer("/metadata/annotations");
         if (ctx.rt.crd || generation_tracked(&ctx.rt.group, &ctx.rt.plural))
             && sub != Some("status")
-            && strip_status_for_spec(&new) != strip_status_for_spec(&cur)
+            && (strip_status_for_spec(&new) != strip_status_for_spec(&cur) || annotations_bump)
         {
             let g = cur.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(0);
             new["metadata"]["generation"] = (g + 1).into();
         }
         let ts = now();
-        if !matches!(m, Mutation::Apply(..)) {
+        if !matches!(m, Mutation::Apply(..)) && ctx.events_api() {
+            // The field manager compares the objects in the request's version (`events.k8s.io/v1` names:
+            // `note`, `regarding`, `deprecatedSource`), not in the stored core/v1 form.
+            let mut ext_new = super::events::to_external(&new);
+            let ext_cur = super::events::to_external(&cur);
+            apply::record_update(
+                Some(&ext_cur),
+                &mut ext_new,
+                &ctx.manager,
+                &ctx.api_version(),
+                sub.unwrap_or(""),
+                &ts,
+                &ctx.zero(),
+                !ctx.rt.crd,
+            );
+            match ext_new.pointer("/metadata/managedFields") {
+                Some(mf) => new["metadata"]["managedFields"] = mf.clone(),
+                None => {
+                    new["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
+                }
+            }
+        } else if !matches!(m, Mutation::Apply(..)) {
             apply::record_update(
                 Some(&cur),
                 &mut new,
@@ -1510,16 +1745,26 @@ pub struct DeleteOpts {
     pub uid: Option<String>,
     /// Precondition resourceVersion.
     pub rv: Option<String>,
+    /// `gracePeriodSeconds`.
+    pub grace: Option<i64>,
 }
 
-/// `409 Conflict` for a `field` (UID or ResourceVersion) precondition that does not match the stored object.
-fn precondition_failed(ctx: &Ctx, name: &str, field: &str, want: &str, have: &str) -> ApiError {
-    let rname = ctx.rname();
-    let msg = format!(
-        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {field} in precondition: {want}, {field} in object meta: {have}",
-        rname.qualified()
-    );
-    ApiError::conflict_msg(&rname, name, msg, vec![])
+/// `409 Conflict` for a delete precondition that does not match the stored object, as `rest.BeforeDelete`
+/// (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`) words it: the resource is named by its Kind.
+fn precondition_failed(ctx: &Ctx, name: &str, uid: bool, want: &str, have: &str) -> ApiError {
+    let kind = ResourceName { group: &ctx.rt.group, resource: &ctx.rt.kind };
+    let why = if uid {
+        format!(
+            "the UID in the precondition ({want}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
+        )
+    } else {
+        format!(
+            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({have}). The object might have been modified"
+        )
+    };
+    let mut e = ApiError::conflict(&kind, name);
+    e.message = format!("Operation cannot be fulfilled on {} \"{name}\": {why}", kind.qualified());
+    e
 }
 
 /// Deletes an object: with finalizers it is only marked (deletionTimestamp); otherwise removed and its
@@ -1533,19 +1778,16 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     if let Some(uid) = &opts.uid {
         let have = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
         if uid != have {
-            return Err(precondition_failed(ctx, name, "UID", uid, have));
+            return Err(precondition_failed(ctx, name, true, uid, have));
         }
     }
     if let Some(rv) = &opts.rv {
         let have = cur.pointer("/metadata/resourceVersion").and_then(|u| u.as_str()).unwrap_or_default();
         if rv != have {
-            return Err(precondition_failed(ctx, name, "ResourceVersion", rv, have));
+            return Err(precondition_failed(ctx, name, false, rv, have));
         }
     }
     admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
-    if ctx.dry_run {
-        return Ok(deleted_answer(ctx, &cur));
-    }
     let is_ns = ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces";
     let mut fins = finalizers(&cur);
     match opts.propagation.as_deref() {
@@ -1558,6 +1800,10 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     let ns_done = is_ns
         && cur.pointer("/metadata/deletionTimestamp").is_some()
         && cur.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
+    // A dry run answers what the delete would: the removed object, or the object marked for deletion.
+    if ctx.dry_run && fins.is_empty() && (!is_ns || ns_done) {
+        return Ok(deleted_answer(ctx, &graceful_pod_answer(ctx, &cur, opts)));
+    }
     let mut st = ctx.server.inner.state.lock().unwrap();
     if fins.is_empty() && (!is_ns || ns_done) {
         let mut out = ctx.out(&cur);
@@ -1566,12 +1812,17 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
         super::crd::after_remove(ctx.server, &ctx.rt, &cur);
         gc::after_delete(ctx.server);
         out["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
-        return Ok(deleted_answer(ctx, &out));
+        return Ok(deleted_answer(ctx, &graceful_pod_answer(ctx, &out, opts)));
     }
     let mut new = (*cur).clone();
     if new.pointer("/metadata/deletionTimestamp").is_none() {
         new["metadata"]["deletionTimestamp"] = now().into();
-        new["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+        // The namespace REST sets only the deletionTimestamp (`pkg/registry/core/namespace/storage/storage.go`
+        // `Delete`); the generic store adds a zero grace period for objects that wait for finalizers
+        // (`updateForGracefulDeletionAndFinalizers` in `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`).
+        if !is_ns {
+            new["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+        }
         // rest.BeforeDelete (apiserver pkg/registry/rest/delete.go) bumps the generation when it sets the
         // deletionTimestamp of an object that tracks one.
         if let Some(g) = new.pointer("/metadata/generation").and_then(|g| g.as_i64()) {
@@ -1583,6 +1834,9 @@ pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiErro
     }
     if is_ns {
         new["status"]["phase"] = "Terminating".into();
+    }
+    if ctx.dry_run {
+        return Ok(ctx.out(&new));
     }
     let stored = if new == *cur { cur.clone() } else { st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new)) };
     drop(st);
@@ -1604,21 +1858,14 @@ fn validate_options(q: &HashMap<String, String>, verb: &str) -> Result<(), ApiEr
             let rvm = q.get("resourceVersionMatch").map(String::as_str).unwrap_or_default();
             let sie = q.get("sendInitialEvents").is_some();
             if verb == "watch" {
-                if sie {
-                    if rvm != "NotOlderThan" {
-                        forbidden(
-                            &mut causes,
-                            "resourceVersionMatch",
-                            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                        );
-                    }
-                    if q.get("allowWatchBookmarks").is_none_or(|b| b != "true") {
-                        forbidden(
-                            &mut causes,
-                            "allowWatchBookmarks",
-                            "sendInitialEvents requires setting allowWatchBookmarks to true",
-                        );
-                    }
+                // kube-apiserver 1.36 no longer requires allowWatchBookmarks here (`validateWatchOptions` in
+                // `staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go`).
+                if sie && rvm != "NotOlderThan" {
+                    forbidden(
+                        &mut causes,
+                        "resourceVersionMatch",
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    );
                 }
                 if !rvm.is_empty() {
                     if !sie {
@@ -1874,8 +2121,32 @@ pub async fn handle_resource(
             Ok(b) => b,
             Err(e) => return error_response(&e),
         };
+        // The create handler runs the field manager on the request object before the registry answers
+        // (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/create.go`), so a review's answer owns the
+        // fields of its spec.
+        let mut recorded = body.clone();
+        let api_version = rt.api_version(rt.preferred());
+        // Access reviews' spec is a non-pointer struct: it always exists in the Go zero value.
+        let zero = json!({"metadata": {}, "spec": {}});
+        super::apply::record_update(
+            None,
+            &mut recorded,
+            &manager_name(&q, req.headers()),
+            &api_version,
+            "",
+            &now(),
+            &zero,
+            true,
+        );
         return match rbac::review(server, user, &rt, body) {
-            Ok(v) => json_response(201, &v),
+            Ok(mut v) => {
+                if let Some(mf) = recorded.pointer("/metadata/managedFields")
+                    && v["metadata"].is_object()
+                {
+                    v["metadata"]["managedFields"] = mf.clone();
+                }
+                json_response(201, &v)
+            }
             Err(e) => error_response(&e),
         };
     }
@@ -1898,7 +2169,16 @@ pub async fn handle_resource(
         };
     }
     if sub == Some("log") {
-        return Response::builder().status(200).header("content-type", "text/plain").body(full("")).unwrap();
+        // `LogLocation` (`pkg/registry/core/pod/strategy.go`) has no location for a pod without a node, and the
+        // streaming handler answers a nil stream with 204 (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/
+        // responsewriters/writers.go` `StreamObject`). There is no kubelet behind a scheduled pod: its log is empty.
+        let pod = match get(&ctx, info.name.as_deref().unwrap_or_default()) {
+            Ok(p) => p,
+            Err(e) => return error_response(&e),
+        };
+        let scheduled = pod.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_some_and(|n| !n.is_empty());
+        let code = if scheduled { 200 } else { 204 };
+        return Response::builder().status(code).header("content-type", "text/plain").body(full("")).unwrap();
     }
     if sub == Some("scale") {
         return super::scale::handle(&ctx, req, info, verb, &ct);
@@ -1977,7 +2257,13 @@ pub async fn handle_resource(
         }
         "delete" => {
             let opts = delete_opts(&q, req.body());
-            delete(&ctx, info.name.as_deref().unwrap(), &opts).map(|v| (200, v))
+            match validate_delete_opts(&opts) {
+                Ok(()) => {
+                    let opts = default_propagation(&ctx, opts);
+                    delete(&ctx, info.name.as_deref().unwrap(), &opts).map(|v| (200, v))
+                }
+                Err(e) => Err(e),
+            }
         }
         "deletecollection" => {
             let lopts = match list_opts(&q, &rt) {
@@ -1985,7 +2271,13 @@ pub async fn handle_resource(
                 Err(e) => return error_response(&e),
             };
             let dopts = delete_opts(&q, req.body());
-            deletecollection(&ctx, &lopts, &dopts).map(|v| (200, v))
+            match validate_delete_opts(&dopts) {
+                Ok(()) => {
+                    let dopts = default_propagation(&ctx, dopts);
+                    deletecollection(&ctx, &lopts, &dopts).map(|v| (200, v))
+                }
+                Err(e) => Err(e),
+            }
         }
         _ => Err(ApiError::method_not_allowed()),
     };
@@ -2024,7 +2316,8 @@ pub async fn handle_resource(
             }
             _ => json_response(code, &v),
         },
-        Err(e) => return error_response(&e),
+        // Warnings collected before the failure (unknown fields of a decoded body) go out with the error too.
+        Err(e) => return with_warnings(error_response(&e), warnings),
     };
     with_warnings(resp, warnings)
 }
@@ -2034,7 +2327,15 @@ pub async fn handle_resource(
 fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
     let pod = get(ctx, name)?;
     let ns = ctx.ns_key();
-    let pdbs: Vec<Value> = {
+    // `canIgnorePDB` (`pkg/registry/core/pod/storage/eviction.go`): a pod that is Pending, Succeeded, Failed or
+    // already deleting is deleted without consulting any PodDisruptionBudget.
+    let ignore_pdb = matches!(
+        pod.pointer("/status/phase").and_then(|p| p.as_str()),
+        None | Some("Pending") | Some("Succeeded") | Some("Failed")
+    ) || pod.pointer("/metadata/deletionTimestamp").is_some();
+    let pdbs: Vec<Value> = if ignore_pdb {
+        Vec::new()
+    } else {
         let st = ctx.server.inner.state.lock().unwrap();
         st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns)).iter().map(|p| (**p).clone()).collect()
     };
@@ -2131,8 +2432,13 @@ pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListO
     Ok(ListOpts {
         labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
             .map_err(ApiError::bad_request)?,
-        fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.group, &rt.plural)
-            .map_err(ApiError::bad_request)?,
+        fields: FieldSelector::parse_for(
+            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+            &rt.group,
+            &rt.plural,
+            rt.crd,
+        )
+        .map_err(ApiError::bad_request)?,
         // The query parameter converter's strconv error (apimachinery `pkg/conversion/queryparams`).
         limit: match q.get("limit") {
             Some(l) if !l.is_empty() => l.parse::<i64>().map(|n| n.max(0) as usize).map_err(|_| {
@@ -2157,7 +2463,71 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
             .or_else(|| (orphan == Some(true)).then(|| "Orphan".to_string())),
         uid: b.pointer("/preconditions/uid").and_then(|u| u.as_str()).map(String::from),
         rv: b.pointer("/preconditions/resourceVersion").and_then(|u| u.as_str()).map(String::from),
+        grace: b
+            .get("gracePeriodSeconds")
+            .and_then(|g| g.as_i64())
+            .or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok())),
     }
+}
+
+/// `ValidateDeleteOptions` (`staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go`),
+/// run by the delete handlers before the store (`handlers/delete.go`).
+fn validate_delete_opts(o: &DeleteOpts) -> Result<(), ApiError> {
+    match o.propagation.as_deref() {
+        None | Some("Foreground") | Some("Background") | Some("Orphan") => Ok(()),
+        Some(p) => Err(ApiError::invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            &[(
+                "FieldValueNotSupported".into(),
+                "propagationPolicy".into(),
+                format!(
+                    "Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                ),
+            )],
+        )),
+    }
+}
+
+/// batch/v1 Jobs orphan their pods by default (`DefaultGarbageCollectionPolicy` in
+/// `pkg/registry/batch/job/strategy.go`), and the Job REST warns about it when the client chose no policy
+/// (`deleteOptionWarnings` in `pkg/registry/batch/job/storage/storage.go`).
+fn default_propagation(ctx: &Ctx, mut o: DeleteOpts) -> DeleteOpts {
+    if !ctx.rt.crd && ctx.rt.group == "batch" && ctx.rt.plural == "jobs" && o.propagation.is_none() {
+        add_warning("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning".into());
+        o.propagation = Some("Orphan".into());
+    }
+    o
+}
+
+/// What `rest.BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`) writes into a pod it
+/// deletes gracefully, as the answer shows it: a deletionTimestamp, the grace period chosen by the pod strategy's
+/// `CheckGracefulDelete` (`pkg/registry/core/pod/strategy.go`: 0 for a pod without node or in a terminal phase,
+/// else the option or `terminationGracePeriodSeconds`) and a generation bump. Without a kubelet the pod is then
+/// removed at once.
+fn graceful_pod_answer(ctx: &Ctx, obj: &Value, opts: &DeleteOpts) -> Value {
+    let mut o = obj.clone();
+    if ctx.rt.crd
+        || !ctx.rt.group.is_empty()
+        || ctx.rt.plural != "pods"
+        || o.pointer("/metadata/deletionTimestamp").is_some()
+    {
+        return o;
+    }
+    let unscheduled = o.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_none_or(|n| n.is_empty());
+    let terminal = matches!(o.pointer("/status/phase").and_then(|p| p.as_str()), Some("Succeeded") | Some("Failed"));
+    let grace = if unscheduled || terminal {
+        0
+    } else {
+        opts.grace.or_else(|| o.pointer("/spec/terminationGracePeriodSeconds").and_then(|g| g.as_i64())).unwrap_or(30)
+    };
+    o["metadata"]["deletionTimestamp"] = now().into();
+    o["metadata"]["deletionGracePeriodSeconds"] = grace.into();
+    if let Some(g) = o.pointer("/metadata/generation").and_then(|g| g.as_i64()) {
+        o["metadata"]["generation"] = (g + 1).into();
+    }
+    o
 }
 
 impl ApiServer {

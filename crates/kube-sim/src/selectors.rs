@@ -226,6 +226,11 @@ fn supported_fields(group: &str, plural: &str) -> &'static [&'static str] {
 impl FieldSelector {
     /// Parses `fieldSelector`, rejecting fields the real server does not support for this resource.
     pub fn parse(s: &str, group: &str, plural: &str) -> Result<Self, String> {
+        Self::parse_for(s, group, plural, false)
+    }
+
+    /// [`FieldSelector::parse`] for a built-in kind (`crd == false`) or a custom resource.
+    pub fn parse_for(s: &str, group: &str, plural: &str, crd: bool) -> Result<Self, String> {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
@@ -238,6 +243,19 @@ impl FieldSelector {
                 return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
             };
             let k = k.trim();
+            if k != "metadata.name" && k != "metadata.namespace" && crd {
+                // Custom resources: apiextensions-apiserver's field label conversion
+                // (`pkg/apiserver/customresource_handler.go`).
+                return Err(format!("field label not supported: {k}"));
+            }
+            if (group, plural) == ("batch", "jobs")
+                && k != "metadata.name"
+                && k != "metadata.namespace"
+                && !supported_fields(group, plural).contains(&k)
+            {
+                // `pkg/apis/batch/v1/conversion.go` names the kind.
+                return Err(format!("field label {k:?} not supported for Job"));
+            }
             if k != "metadata.name" && k != "metadata.namespace" && !supported_fields(group, plural).contains(&k) {
                 // Kinds with only the default field selectors answer like apimachinery
                 // `runtime.DefaultMetaV1FieldSelectorConversion`; the others like their conversion funcs.

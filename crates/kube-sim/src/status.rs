@@ -80,14 +80,11 @@ impl ApiError {
         e
     }
 
-    /// `409 Conflict` with a custom message (e.g. server-side apply conflicts).
-    pub fn conflict_msg(r: &ResourceName, name: &str, msg: String, causes: Vec<Value>) -> Self {
+    /// `409 Conflict` of server-side apply: only the causes in `details`, no name or kind
+    /// (`errors.NewApplyConflict` in `staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`).
+    pub fn apply_conflict(msg: String, causes: Vec<Value>) -> Self {
         let mut e = Self::new(409, "Conflict", msg);
-        let mut d = r.details(name);
-        if !causes.is_empty() {
-            d["causes"] = Value::Array(causes);
-        }
-        e.details = Some(d);
+        e.details = Some(json!({ "causes": causes }));
         e
     }
 
@@ -95,14 +92,16 @@ impl ApiError {
     pub fn invalid(kind: &str, group: &str, name: &str, causes: &[(String, String, String)]) -> Self {
         // causes: (reason, field, message-without-field-prefix)
         let qual = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let body = if causes.len() == 1 {
-            let (_, f, m) = &causes[0];
-            if f.is_empty() { m.clone() } else { format!("{f}: {m}") }
-        } else {
-            let parts: Vec<String> =
-                causes.iter().map(|(_, f, m)| if f.is_empty() { m.clone() } else { format!("{f}: {m}") }).collect();
-            format!("[{}]", parts.join(", "))
-        };
+        // The message is `ErrorList.ToAggregate()`, which drops repeated messages
+        // (`staging/src/k8s.io/apimachinery/pkg/util/validation/field/errors.go`); the causes keep them all.
+        let mut parts: Vec<String> = Vec::new();
+        for (_, f, m) in causes {
+            let p = if f.is_empty() { m.clone() } else { format!("{f}: {m}") };
+            if !parts.contains(&p) {
+                parts.push(p);
+            }
+        }
+        let body = if parts.len() == 1 { parts.remove(0) } else { format!("[{}]", parts.join(", ")) };
         let mut e = Self::new(422, "Invalid", format!("{qual} \"{name}\" is invalid: {body}"));
         let mut d = serde_json::Map::new();
         // StatusDetails.name is `omitempty` (apimachinery pkg/apis/meta/v1/types.go).
@@ -133,9 +132,21 @@ impl ApiError {
         e
     }
 
-    /// `405 MethodNotAllowed`.
+    /// `405 MethodNotAllowed`, with the empty `details` of apimachinery's `errors.NewMethodNotSupported`
+    /// (`staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`: `Details: &metav1.StatusDetails{Group, Kind}`,
+    /// both empty for a non-resource path or a collection without DELETE).
     pub fn method_not_allowed() -> Self {
-        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        let mut e =
+            Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+        e.details = Some(json!({}));
+        e
+    }
+
+    /// `500` for a plain Go error that is no API status: `responsewriters.ErrorToAPIStatus`
+    /// (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/status.go`) answers code 500 with
+    /// the error text as message and no reason.
+    pub fn plain_500(msg: impl Into<String>) -> Self {
+        Self::new(500, "", msg)
     }
 
     /// `404` for an unknown path (kube-apiserver's generic answer).
@@ -185,6 +196,10 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // `reason` is `omitempty` (metav1.Status): a plain error has none.
+        if self.reason.is_empty() {
+            s.as_object_mut().unwrap().remove("reason");
+        }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }

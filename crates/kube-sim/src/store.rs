@@ -104,7 +104,16 @@ impl Watcher {
                 match (before, now) {
                     (true, true) => Some((EventType::Modified, ev.obj.clone())),
                     (false, true) => Some((EventType::Added, ev.obj.clone())),
-                    (true, false) => Some((EventType::Deleted, ev.obj.clone())),
+                    // The previous content with the event's resourceVersion, as the cacher sends an object that
+                    // leaves the selector (`convertToWatchEvent` in
+                    // `staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`).
+                    (true, false) => {
+                        let mut old = ev.prev.as_deref().cloned().unwrap_or(Value::Null);
+                        if let Some(md) = old.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                            md.insert("resourceVersion".into(), ev.rv.to_string().into());
+                        }
+                        Some((EventType::Deleted, Arc::new(old)))
+                    }
                     (false, false) => None,
                 }
             }

@@ -623,6 +623,17 @@ fn builtin_row(rt: &ResourceType, defs: &[Value], o: &Value, include: &str) -> V
     r
 }
 
+/// The ListMeta of a Table: `continue` is `omitempty` (metav1.ListMeta).
+fn list_meta(v: &Value) -> Value {
+    let mut m = v.get("metadata").cloned().unwrap_or(json!({}));
+    if m.get("continue").and_then(|c| c.as_str()) == Some("")
+        && let Some(o) = m.as_object_mut()
+    {
+        o.remove("continue");
+    }
+    m
+}
+
 /// Converts an object or a list into a `meta.k8s.io/v1` Table.
 pub fn to_table(rt: &ResourceType, v: &Value, is_list: bool, include: &str) -> Value {
     if !rt.crd
@@ -638,7 +649,7 @@ pub fn to_table(rt: &ResourceType, v: &Value, is_list: bool, include: &str) -> V
                 .and_then(|i| i.as_array())
                 .map(|a| a.iter().map(|o| builtin_row(rt, &defs, o, include)).collect())
                 .unwrap_or_default();
-            (rows, v.get("metadata").cloned().unwrap_or(json!({})))
+            (rows, list_meta(v))
         } else {
             (
                 vec![builtin_row(rt, &defs, v, include)],
@@ -659,7 +670,7 @@ pub fn to_table(rt: &ResourceType, v: &Value, is_list: bool, include: &str) -> V
             .and_then(|i| i.as_array())
             .map(|a| a.iter().map(|o| row(rt, o, include)).collect())
             .unwrap_or_default();
-        (rows, v.get("metadata").cloned().unwrap_or(json!({})))
+        (rows, list_meta(v))
     } else {
         (vec![row(rt, v, include)], json!({"resourceVersion": v.pointer("/metadata/resourceVersion")}))
     };

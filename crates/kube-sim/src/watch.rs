@@ -31,7 +31,9 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
     }
     let bookmarks = q.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
     let send_initial = q.get("sendInitialEvents").is_some_and(|b| b == "true");
-    if send_initial && (!bookmarks || q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan")) {
+    // kube-apiserver 1.36 serves sendInitialEvents without allowWatchBookmarks (the watch then simply gets no
+    // end-of-initial-events bookmark); only resourceVersionMatch=NotOlderThan is required.
+    if send_initial && q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
         return error_response(&ApiError::invalid("ListOptions", "meta.k8s.io", "", &[(
             "FieldValueForbidden".into(),
             "sendInitialEvents".into(),
@@ -93,6 +95,9 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
     epoch.borrow_and_update();
     let interval = server.inner.opts.bookmark_interval;
     tokio::spawn(async move {
+        // Table watches carry the column definitions in their first event only (the watch encoder of
+        // `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/watch.go` omits the header after it).
+        let mut table_header_sent = false;
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
@@ -109,7 +114,14 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
                                 let mut o = if rt.group == "events.k8s.io" { super::events::to_external(&o) } else { (*o).clone() };
                                 o["apiVersion"] = api_version.clone().into();
                                 let o = match form {
-                                    Form::Table => super::table::to_table(&rt, &o, false, ""),
+                                    Form::Table => {
+                                        let mut t = super::table::to_table(&rt, &o, false, "");
+                                        if table_header_sent {
+                                            t["columnDefinitions"] = Value::Null;
+                                        }
+                                        table_header_sent = true;
+                                        t
+                                    }
                                     Form::Metadata => partial_metadata(&o),
                                     Form::Full => o,
                                 };
@@ -121,6 +133,9 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
                         if !bookmarks { continue; }
                         encode("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": api_version, "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null}}))
                     }
+                    // The cacher sends the end-of-initial-events bookmark only to watchers that allow bookmarks
+                    // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`).
+                    Some(WatchItem::InitialEnd(_)) if !bookmarks => continue,
                     Some(WatchItem::InitialEnd(rv)) => encode("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": api_version,
                         "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null, "annotations": {"k8s.io/initial-events-end": "true"}}})),
                 },

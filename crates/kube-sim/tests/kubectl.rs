@@ -32,6 +32,22 @@ impl Kubectl {
         Kubectl { _dir: dir, kubeconfig, _endpoint: endpoint }
     }
 
+    /// Over HTTPS, with the token in the kubeconfig's user entry only (no `/u/TOKEN` in the server URL).
+    async fn start_tls(server: &ApiServer, user: &str) -> Kubectl {
+        let endpoint = server.serve_https("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("config");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml_for(&endpoint, user, Some("default"))).unwrap();
+        Kubectl { _dir: dir, kubeconfig, _endpoint: endpoint }
+    }
+
+    /// The same server as another kubeconfig (another user, or an edited copy).
+    fn with_kubeconfig(&self, name: &str, yaml: &str) -> PathBuf {
+        let p = self._dir.path().join(name);
+        std::fs::write(&p, yaml).unwrap();
+        p
+    }
+
     /// Runs kubectl off the async runtime (the server lives on it).
     async fn run(&self, args: &[&str]) -> Output {
         self.run_stdin(args, None).await
@@ -348,4 +364,39 @@ async fn kubectl_apply_rejects_unknown_fields_of_custom_resources_strictly() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = k.ok(&["scale", "etcd", "etcd-main", "--replicas=5"]).await;
     assert_eq!(out.trim(), "etcd.druid.gardener.cloud/etcd-main scaled");
+}
+
+/// Over TLS kubectl sends the kubeconfig's bearer token on every request, `get --raw` included; an unknown
+/// token is 401 and a user without permissions 403, as on kube-apiserver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_raw_over_tls_authenticates_with_the_user_token() {
+    let server = ApiServer::new();
+    server.add_user("limited", &[]);
+    let k = Kubectl::start_tls(&server, "admin").await;
+    let yaml = std::fs::read_to_string(&k.kubeconfig).unwrap();
+    assert!(yaml.contains("server: https://127.0.0.1:"), "{yaml}");
+    assert!(!yaml.contains("/u/"), "the token must not ride in the server URL: {yaml}");
+    let api = k.ok(&["get", "--raw", "/api/v1/namespaces/default"]).await;
+    assert!(api.contains(r#""name":"default""#), "{api}");
+    assert_eq!(server.request_log().count("get", "namespaces"), 1);
+
+    let admin_token = server.token_for("admin").unwrap();
+    let bad = k.with_kubeconfig("bad", &yaml.replace(&admin_token, "not-a-token"));
+    let limited = k.with_kubeconfig("limited", &yaml.replace(&admin_token, &server.token_for("limited").unwrap()));
+    for (kc, want) in [(&bad, "Unauthorized"), (&limited, "forbidden")] {
+        let kc = kc.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kc)
+                .args(["get", "--raw", "/api/v1/namespaces"])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{want}: {err}");
+    }
 }

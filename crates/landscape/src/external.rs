@@ -339,7 +339,18 @@ pub async fn remove_created(
         let provider = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default();
         let ours = record.created_namespaces.iter().any(|ns| provider.starts_with(&format!("playground:///{ns}/")));
         if ours {
-            let name = node.metadata.name.unwrap_or_default();
+            let name = node.metadata.name.clone().unwrap_or_default();
+            // MCM (v0.61+) removes its finalizer when it deletes the Node; its actor is stopped by now.
+            let fins = node.metadata.finalizers.clone().unwrap_or_default();
+            if fins.iter().any(|f| f == druid_api::names::MCM_NODE_FINALIZER) {
+                let rest: Vec<&String> = fins.iter().filter(|f| *f != druid_api::names::MCM_NODE_FINALIZER).collect();
+                let patch = serde_json::json!({"metadata": {"finalizers": rest}});
+                match nodes.patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                    Err(e) => return Err(LandscapeError::kube(format!("remove the finalizer of node {name}"), e)),
+                }
+            }
             match nodes.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}

@@ -161,6 +161,8 @@ pub struct LandscapeOptions {
     /// landscape also plays the StatefulSet, Deployment and Job controllers. The playground detects it from the
     /// server ([`external::builtin_controllers`]).
     pub builtin_controllers: bool,
+    /// The machine-controller-manager release the landscape plays ([`mcm::McmVersion`]).
+    pub mcm_version: mcm::McmVersion,
 }
 
 impl LandscapeOptions {
@@ -178,6 +180,7 @@ impl LandscapeOptions {
             dwd_dependents: vec!["kube-controller-manager".into(), "machine-controller-manager".into()],
             etcd: None,
             builtin_controllers: false,
+            mcm_version: mcm::McmVersion::NEWEST,
         }
     }
 }
@@ -193,12 +196,22 @@ pub struct ActorClients {
     pub backup_restore: kube::Client,
     /// dependency-watchdog and the Deployment controller.
     pub dwd: kube::Client,
+    /// machine-controller-manager in its control cluster (Machines, MachineSets); its target cluster (Nodes,
+    /// pods) is the one of the other actors, reached with the `druid` client. The same cluster unless the
+    /// playground models the two as two API servers.
+    pub mcm_control: kube::Client,
 }
 
 impl ActorClients {
     /// Every actor uses `client`.
     pub fn same(client: kube::Client) -> ActorClients {
-        ActorClients { druid: client.clone(), statefulset: client.clone(), backup_restore: client.clone(), dwd: client }
+        ActorClients {
+            druid: client.clone(),
+            statefulset: client.clone(),
+            backup_restore: client.clone(),
+            dwd: client.clone(),
+            mcm_control: client,
+        }
     }
 }
 
@@ -319,8 +332,13 @@ impl Landscape {
                 Default::default(),
             )),
             tokio::spawn(mcm::run(
-                ctx.clients.druid.clone(),
-                mcm::McmOptions { namespace: ctx.opts.namespace.clone(), tick: ctx.opts.tick, ..Default::default() },
+                mcm::McmClients { control: ctx.clients.mcm_control.clone(), target: ctx.clients.druid.clone() },
+                mcm::McmOptions {
+                    namespace: ctx.opts.namespace.clone(),
+                    tick: ctx.opts.tick,
+                    version: ctx.opts.mcm_version,
+                    ..Default::default()
+                },
                 ctx.cancel.clone(),
             )),
         ];

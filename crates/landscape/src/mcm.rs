@@ -1,15 +1,25 @@
 //! machine-controller-manager for `Machine`s and `MachineSet`s (`machine.sapcloud.io/v1alpha1`) and the
-//! `Node`s they back, over the Kubernetes API only (seeds/004 ~2146-2460).
+//! `Node`s they back, over the Kubernetes API only (seeds/004 ~2146-2460). MCM talks to two clusters (its
+//! `--control-kubeconfig` and `--target-kubeconfig`, MCM `docs/faq.md`): Machines and MachineSets live in the
+//! control cluster, Nodes and pods in the target cluster. [`Mcm::start_split`] takes one client for each (two API
+//! servers); [`Mcm::start`] uses one client for both, as when the two are the same cluster.
 //!
 //! - A MachineSet keeps `spec.replicas` Machines that match its selector: it creates Machines (with MCM's
 //!   finalizer) from its template; after [`McmOptions::node_ready_after`] each new Machine gets a Node named
 //!   like it that reports `Ready=True`, the Machine gets the `node` label and phase `Running`.
-//! - A Node annotated `node.machine.sapcloud.io/trigger-deletion-by-mcm: "true"` has its Machine deleted
-//!   (`"false"` means nothing).
-//! - A deleted Machine's node is drained with evictions, which respect PodDisruptionBudgets (a blocked
-//!   drain is reported in `status.lastOperation` and retried), unless the Machine carries
-//!   `force-deletion: "True"`; then the remaining pods and the Node are deleted and the finalizer removed.
-//!   StatefulSet pods of the node are thereby deleted, and their controller recreates them.
+//! - How a Node asks for its Machine's deletion depends on [`McmOptions::version`]:
+//!   - up to v0.60.x, a Node annotated `node.machine.sapcloud.io/trigger-deletion-by-mcm: "true"` has its Machine
+//!     deleted (`updateNodeToMachine`, `pkg/util/provider/machinecontroller/machine.go` at v0.60.0); `"false"`
+//!     means nothing;
+//!   - from v0.61.0 that annotation is not read on Nodes (#1055); instead every Node backed by a Machine gets the
+//!     finalizer `node.machine.sapcloud.io/machine-controller`, and a Node being deleted has its Machine deleted
+//!     (`reconcileClusterNodeKey` / `triggerMachineDeletion`, `pkg/util/provider/machinecontroller/node.go`).
+//! - A deleted Machine's node is cordoned and drained with evictions, which respect PodDisruptionBudgets (a
+//!   blocked drain is reported in `status.lastOperation` and retried), unless the Machine carries
+//!   `force-deletion: "True"`; then the remaining pods are deleted, MCM's Node finalizer removed and the Node
+//!   deleted (`deleteNodeObject`, `machine_util.go`), and the Machine's finalizer removed. StatefulSet pods of the
+//!   node are thereby deleted, and their controller recreates them.
+//! - Nodes annotated `node.machine.sapcloud.io/not-managed-by-mcm` are left alone (`node.go`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,8 +32,10 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use druid_api::names::NODE_MACHINE_NAME_LABEL;
-use druid_api::names::{MACHINE_FORCE_DELETION, MACHINE_NODE_LABEL, MACHINE_PRIORITY, NODE_TRIGGER_DELETION_BY_MCM};
+use druid_api::names::{
+    MACHINE_FORCE_DELETION, MACHINE_NODE_LABEL, MACHINE_PRIORITY, MCM_NODE_FINALIZER, NODE_MACHINE_NAME_LABEL,
+    NODE_NOT_MANAGED_BY_MCM, NODE_TRIGGER_DELETION_BY_MCM,
+};
 use druid_api::{Machine, MachineSet};
 
 /// Finalizer MCM puts on every Machine it manages.
@@ -38,11 +50,62 @@ pub struct McmOptions {
     pub tick: Duration,
     /// How long a new Machine takes until its Node is Ready.
     pub node_ready_after: Duration,
+    /// The MCM release played (how a Node asks for its Machine's deletion).
+    pub version: McmVersion,
 }
 
 impl Default for McmOptions {
     fn default() -> Self {
-        McmOptions { namespace: None, tick: Duration::from_millis(200), node_ready_after: Duration::from_millis(500) }
+        McmOptions {
+            namespace: None,
+            tick: Duration::from_millis(200),
+            node_ready_after: Duration::from_millis(500),
+            version: McmVersion::NEWEST,
+        }
+    }
+}
+
+/// An MCM release `v0.<minor>.<patch>` (MCM has not reached 1.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct McmVersion {
+    /// Minor version.
+    pub minor: u32,
+    /// Patch version.
+    pub patch: u32,
+}
+
+impl McmVersion {
+    /// v0.60.3: the last release that reads the Node annotation `trigger-deletion-by-mcm`.
+    pub const V0_60: McmVersion = McmVersion { minor: 60, patch: 3 };
+    /// v0.62.1, the newest release played.
+    pub const NEWEST: McmVersion = McmVersion { minor: 62, patch: 1 };
+
+    /// Whether this release guards Nodes with [`MCM_NODE_FINALIZER`] and deletes the Machine of a Node being
+    /// deleted, instead of reading the Node annotation (v0.61.0+).
+    pub fn node_finalizer(self) -> bool {
+        self.minor >= 61
+    }
+}
+
+impl std::fmt::Display for McmVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "v0.{}.{}", self.minor, self.patch)
+    }
+}
+
+/// MCM's two clients: the control cluster (Machines, MachineSets) and the target cluster (Nodes, pods).
+#[derive(Clone)]
+pub struct McmClients {
+    /// `--control-kubeconfig`: Machines and MachineSets.
+    pub control: Client,
+    /// `--target-kubeconfig`: Nodes, pods, evictions.
+    pub target: Client,
+}
+
+impl McmClients {
+    /// Both in one cluster.
+    pub fn same(client: Client) -> McmClients {
+        McmClients { control: client.clone(), target: client }
     }
 }
 
@@ -53,10 +116,14 @@ pub struct Mcm {
 }
 
 impl Mcm {
-    /// Starts the actor on `client`.
+    /// Starts the actor on `client` (control and target cluster are the same).
     pub fn start(client: Client, opts: McmOptions) -> Mcm {
+        Mcm::start_split(McmClients::same(client), opts)
+    }
+    /// Starts the actor with Machines in `clients.control` and Nodes in `clients.target`.
+    pub fn start_split(clients: McmClients, opts: McmOptions) -> Mcm {
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(run(client, opts, cancel.clone()));
+        let task = tokio::spawn(run(clients, opts, cancel.clone()));
         Mcm { cancel, task: Some(task) }
     }
     /// Stops the actor.
@@ -97,10 +164,10 @@ struct State {
 }
 
 /// The actor loop (also spawned by the landscape).
-pub(crate) async fn run(client: Client, opts: McmOptions, cancel: CancellationToken) {
+pub(crate) async fn run(clients: McmClients, opts: McmOptions, cancel: CancellationToken) {
     let state = Arc::new(State { born: Mutex::default() });
     loop {
-        if let Err(e) = reconcile_all(&client, &opts, &state).await {
+        if let Err(e) = reconcile_all(&clients, &opts, &state).await {
             tracing::debug!(error = %e, "mcm actor: reconcile failed; retrying");
         }
         tokio::select! {
@@ -121,27 +188,47 @@ where
     }
 }
 
-async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Result<(), kube::Error> {
+async fn reconcile_all(clients: &McmClients, opts: &McmOptions, state: &State) -> Result<(), kube::Error> {
     let ns = opts.namespace.as_deref();
+    let client = &clients.control;
     let machines = scoped::<Machine>(client, ns).list(&ListParams::default()).await?.items;
-    let nodes_api: Api<Node> = Api::all(client.clone());
+    let nodes_api: Api<Node> = Api::all(clients.target.clone());
     let nodes = nodes_api.list(&ListParams::default()).await?.items;
+    let live_machine_of =
+        |node: &str| machines.iter().find(|m| m.node_name() == Some(node) && m.metadata.deletion_timestamp.is_none());
+    let delete = |m: &Machine| {
+        let api: Api<Machine> = Api::namespaced(client.clone(), m.metadata.namespace.as_deref().unwrap_or_default());
+        let name = m.metadata.name.clone().unwrap_or_default();
+        async move { api.delete(&name, &DeleteParams::default()).await.map(|_| ()) }
+    };
 
-    // Node annotation: delete its machine.
     for node in &nodes {
-        let wants =
-            node.metadata.annotations.as_ref().and_then(|a| a.get(NODE_TRIGGER_DELETION_BY_MCM)).map(String::as_str)
-                == Some("true");
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
-        if !wants {
+        let annotations = node.metadata.annotations.clone().unwrap_or_default();
+        if annotations.contains_key(NODE_NOT_MANAGED_BY_MCM) {
             continue;
         }
-        if let Some(m) =
-            machines.iter().find(|m| m.node_name() == Some(node_name) && m.metadata.deletion_timestamp.is_none())
+        if opts.version.node_finalizer() {
+            // v0.61.0+ (node.go): a Node being deleted has its Machine deleted; every other Node backed by a live
+            // Machine carries MCM's finalizer (merge patch of the whole list, as `updateNodeFinalizers` sends).
+            let Some(m) = live_machine_of(node_name) else { continue };
+            if node.metadata.deletion_timestamp.is_some() {
+                delete(m).await?;
+                continue;
+            }
+            let mut fins = node.metadata.finalizers.clone().unwrap_or_default();
+            if !fins.iter().any(|f| f == MCM_NODE_FINALIZER) {
+                fins.push(MCM_NODE_FINALIZER.to_string());
+                fins.sort();
+                nodes_api
+                    .patch(node_name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": fins}})))
+                    .await?;
+            }
+        } else if annotations.get(NODE_TRIGGER_DELETION_BY_MCM).map(String::as_str) == Some("true")
+            && let Some(m) = live_machine_of(node_name)
         {
-            let mns = m.metadata.namespace.as_deref().unwrap_or_default();
-            let api: Api<Machine> = Api::namespaced(client.clone(), mns);
-            api.delete(m.metadata.name.as_deref().unwrap_or_default(), &DeleteParams::default()).await?;
+            // Up to v0.60.x (machine.go `updateNodeToMachine`): the Node annotation deletes its Machine.
+            delete(m).await?;
         }
     }
 
@@ -149,13 +236,13 @@ async fn reconcile_all(client: &Client, opts: &McmOptions, state: &State) -> Res
         let mns = m.metadata.namespace.clone().unwrap_or_default();
         let mname = m.metadata.name.clone().unwrap_or_default();
         if m.metadata.deletion_timestamp.is_some() {
-            delete_machine(client, m, &mns, &mname).await?;
+            delete_machine(clients, opts, m, &mns, &mname).await?;
             state.born.lock().expect("born").remove(&(mns, mname));
         } else if m.node_name().is_none() {
             let born =
                 *state.born.lock().expect("born").entry((mns.clone(), mname.clone())).or_insert_with(Instant::now);
             if born.elapsed() >= opts.node_ready_after {
-                join_node(client, &mns, &mname).await?;
+                join_node_in(clients, &mns, &mname).await?;
             }
         }
     }
@@ -248,8 +335,10 @@ async fn set_phase(api: &Api<Machine>, name: &str, phase: &str, op: &str, descri
     let _ = api.patch_status(name, &PatchParams::default(), &Patch::Merge(status)).await;
 }
 
-pub(crate) async fn join_node(client: &Client, ns: &str, machine: &str) -> Result<(), kube::Error> {
-    let nodes: Api<Node> = Api::all(client.clone());
+/// The Node of Machine `ns/machine` (in `clients.control`) joins `clients.target` and becomes Ready; the Machine
+/// gets its `node` label and phase `Running`.
+pub(crate) async fn join_node_in(clients: &McmClients, ns: &str, machine: &str) -> Result<(), kube::Error> {
+    let nodes: Api<Node> = Api::all(clients.target.clone());
     let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     if nodes.get_opt(machine).await?.is_none() {
         let node: Node = serde_json::from_value(json!({
@@ -262,7 +351,7 @@ pub(crate) async fn join_node(client: &Client, ns: &str, machine: &str) -> Resul
     let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
         "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
     nodes.patch_status(machine, &PatchParams::default(), &Patch::Merge(status)).await?;
-    let machines: Api<Machine> = Api::namespaced(client.clone(), ns);
+    let machines: Api<Machine> = Api::namespaced(clients.control.clone(), ns);
     machines
         .patch(
             machine,
@@ -274,18 +363,33 @@ pub(crate) async fn join_node(client: &Client, ns: &str, machine: &str) -> Resul
     Ok(())
 }
 
-async fn delete_machine(client: &Client, m: &Machine, ns: &str, name: &str) -> Result<(), kube::Error> {
-    let machines: Api<Machine> = Api::namespaced(client.clone(), ns);
+async fn delete_machine(
+    clients: &McmClients,
+    opts: &McmOptions,
+    m: &Machine,
+    ns: &str,
+    name: &str,
+) -> Result<(), kube::Error> {
+    let machines: Api<Machine> = Api::namespaced(clients.control.clone(), ns);
+    let target = &clients.target;
+    let nodes: Api<Node> = Api::all(target.clone());
     let force =
         m.metadata.labels.as_ref().and_then(|l| l.get(MACHINE_FORCE_DELETION)).map(String::as_str) == Some("True");
     if let Some(node) = m.node_name() {
-        let pods: Vec<Pod> = Api::<Pod>::all(client.clone())
+        let pods: Vec<Pod> = Api::<Pod>::all(target.clone())
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await?
             .items
             .into_iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
             .collect();
+        // The drain cordons the node first (`RunCordonOrUncordon`, `pkg/util/provider/drain/drain.go`).
+        match nodes.patch(node, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
         if !force {
             set_phase(&machines, name, "Terminating", "Delete", &format!("Draining node {node}"), "Processing").await;
             let mut blocked = Vec::new();
@@ -295,7 +399,7 @@ async fn delete_machine(client: &Client, m: &Machine, ns: &str, name: &str) -> R
                 }
                 let pns = p.metadata.namespace.as_deref().unwrap_or_default();
                 let pname = p.metadata.name.as_deref().unwrap_or_default();
-                match Api::<Pod>::namespaced(client.clone(), pns).evict(pname, &EvictParams::default()).await {
+                match Api::<Pod>::namespaced(target.clone(), pns).evict(pname, &EvictParams::default()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 429 => blocked.push(format!("{pns}/{pname}")),
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -325,7 +429,7 @@ async fn delete_machine(client: &Client, m: &Machine, ns: &str, name: &str) -> R
         for p in &pods {
             let pns = p.metadata.namespace.as_deref().unwrap_or_default();
             let pname = p.metadata.name.as_deref().unwrap_or_default();
-            match Api::<Pod>::namespaced(client.clone(), pns)
+            match Api::<Pod>::namespaced(target.clone(), pns)
                 .delete(pname, &DeleteParams::default().grace_period(0))
                 .await
             {
@@ -333,7 +437,17 @@ async fn delete_machine(client: &Client, m: &Machine, ns: &str, name: &str) -> R
                 Err(e) => return Err(e),
             }
         }
-        match Api::<Node>::all(client.clone()).delete(node, &DeleteParams::default()).await {
+        // v0.61.0+: MCM's own finalizer comes off the Node before it is deleted (`deleteNodeObject`).
+        if opts.version.node_finalizer()
+            && let Some(n) = nodes.get_opt(node).await?
+            && let Some(fins) = n.metadata.finalizers.as_ref().filter(|f| f.iter().any(|f| f == MCM_NODE_FINALIZER))
+        {
+            let rest: Vec<&String> = fins.iter().filter(|f| *f != MCM_NODE_FINALIZER).collect();
+            nodes
+                .patch(node, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": rest}})))
+                .await?;
+        }
+        match nodes.delete(node, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e),

@@ -330,8 +330,10 @@ impl MemberRuntime {
         }
     }
 
-    /// Reads the ConfigMap mounted as `etcd-config-file`: `(initial-cluster pairs, state, token)`.
-    async fn read_config(&self, ctx: &Ctx) -> Result<(Vec<(String, String)>, String, String), Blocked> {
+    /// Reads the ConfigMap mounted as `etcd-config-file`: `(initial-cluster pairs, state, token, member prefix)`.
+    /// The pairs are named by member (`<member-name-prefix>-<pod>` when the config has a prefix, as etcd-druid
+    /// writes it), see [`MemberRuntime::member_name`].
+    async fn read_config(&self, ctx: &Ctx) -> Result<(Vec<(String, String)>, String, String, Option<String>), Blocked> {
         let client = ctx.clients.backup_restore.clone();
         let sts = Api::<StatefulSet>::namespaced(client.clone(), &self.namespace)
             .get_opt(&self.etcd)
@@ -360,10 +362,12 @@ impl MemberRuntime {
         let yaml = cm.data.as_ref().and_then(|d| d.get("etcd.conf.yaml")).cloned().unwrap_or_default();
         let conf = parse_etcd_conf(&yaml);
         let ic = parse_initial_cluster(conf.get("initial-cluster").map(String::as_str).unwrap_or_default());
-        if !ic.iter().any(|(n, _)| n == &self.pod) {
+        let prefix = conf.get("member-name-prefix").filter(|p| !p.is_empty()).cloned();
+        let me = self.member_name(prefix.as_deref());
+        if !ic.iter().any(|(n, _)| *n == me) {
             return Err(Blocked {
                 reason: "Error",
-                message: format!("member {} is not in initial-cluster of configmap {cm_name}", self.pod),
+                message: format!("member {me} is not in initial-cluster of configmap {cm_name}"),
                 counts_as_crash: true,
             });
         }
@@ -371,13 +375,33 @@ impl MemberRuntime {
             ic,
             conf.get("initial-cluster-state").cloned().unwrap_or_else(|| "new".into()),
             conf.get("initial-cluster-token").cloned().unwrap_or_else(|| "etcd-cluster".into()),
+            prefix,
         ))
+    }
+
+    /// This pod's etcd member name: `<prefix>-<pod>` with a member name prefix, else the pod name (etcd-druid
+    /// `GetMemberName`, `api/core/v1alpha1/helper.go`).
+    fn member_name(&self, prefix: Option<&str>) -> String {
+        match prefix {
+            Some(p) => format!("{p}-{}", self.pod),
+            None => self.pod.clone(),
+        }
     }
 
     /// The sidecar's initialization: decide how etcd starts, prepare the data dir, start it.
     async fn prepare_and_start(&self, ctx: &Arc<Ctx>) -> Result<(), Blocked> {
-        let (ic, state, token) = self.read_config(ctx).await?;
-        let loopback = |name: &str| format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, name).1);
+        let (ic, state, token, prefix) = self.read_config(ctx).await?;
+        let me = self.member_name(prefix.as_deref());
+        // etcd's `--name` is the member name (also for a restore below).
+        self.process.update_config(|c| c.name = me.clone());
+        // Loopback ports are the pod's: a member name maps back to its pod.
+        let pod_of = |name: &str| -> String {
+            match &prefix {
+                Some(p) => name.strip_prefix(&format!("{p}-")).unwrap_or(name).to_string(),
+                None => name.to_string(),
+            }
+        };
+        let loopback = |name: &str| format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, &pod_of(name)).1);
         let initial_cluster: String =
             ic.iter().map(|(n, _)| format!("{n}={}", loopback(n))).collect::<Vec<_>>().join(",");
         let force_rejoin = self.state.lock().expect("state").force_rejoin;
@@ -392,9 +416,9 @@ impl MemberRuntime {
         } else if force_rejoin || !self.has_data() {
             let peers: Vec<EtcdClient> = ic
                 .iter()
-                .filter(|(n, _)| n != &self.pod)
+                .filter(|(n, _)| *n != me)
                 .map(|(n, _)| {
-                    EtcdClient::new(&format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, n).0))
+                    EtcdClient::new(&format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, &pod_of(n)).0))
                         .with_timeout(Duration::from_millis(800))
                 })
                 .collect();
@@ -407,7 +431,7 @@ impl MemberRuntime {
             }
             match quorate {
                 Some(peer) => {
-                    let my_peer = loopback(&self.pod);
+                    let my_peer = loopback(&me);
                     let members = peer.member_list().await?;
                     let mine = members.iter().find(|m| m.peer_urls.contains(&my_peer));
                     let never_started = mine.is_some_and(|m| m.name.is_empty());
@@ -416,7 +440,7 @@ impl MemberRuntime {
                         // Added as a learner by an earlier, interrupted join: join with the membership the cluster
                         // really has (the ConfigMap says `new`, which would bootstrap a second cluster) and
                         // promote it once in sync.
-                        join = Some((initial_cluster_for_join(&members, m.id, &self.pod), m.id));
+                        join = Some((initial_cluster_for_join(&members, m.id, &me), m.id));
                     } else if never_started && !force_rejoin {
                         // Part of the initial bootstrap that has not started yet: the ConfigMap is right.
                     } else {
@@ -433,7 +457,7 @@ impl MemberRuntime {
                                 counts_as_crash: false,
                             })?;
                         let members = peer.member_list().await?;
-                        join = Some((initial_cluster_for_join(&members, added.id, &self.pod), added.id));
+                        join = Some((initial_cluster_for_join(&members, added.id, &me), added.id));
                     }
                 }
                 None if self.cluster_ever_started(ctx, &ic).await => {

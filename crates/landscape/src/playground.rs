@@ -30,6 +30,11 @@ pub const STATEFULSET_USER: &str = "system:serviceaccount:kube-system:statefulse
 pub const BACKUP_RESTORE_USER: &str = "system:serviceaccount:garden:etcd-backup-restore";
 /// User of dependency-watchdog.
 pub const DWD_USER: &str = "system:serviceaccount:garden:dependency-watchdog-prober";
+/// User of machine-controller-manager in its control cluster (the second API server of
+/// [`PlaygroundOptions::machine_cluster`]).
+pub const MCM_USER: &str = "system:serviceaccount:shoot--garden--playground:machine-controller-manager";
+/// File name of the machine cluster's kubeconfig in the state dir.
+pub const MACHINE_KUBECONFIG: &str = "machine-kubeconfig";
 
 /// `capability` of the [`external::Fallback`] in the record when the etcd members are simulated.
 pub const SIMULATED_MEMBERS_CAPABILITY: &str = "etcd members (real etcd processes)";
@@ -55,6 +60,13 @@ pub struct PlaygroundOptions {
     pub landscape: Option<LandscapeOptions>,
     /// Run against this API server instead of starting the embedded one (`listen` is then unused).
     pub external: Option<ExternalServer>,
+    /// Model MCM's control cluster as a second embedded API server (kubeconfig `<state_dir>/machine-kubeconfig`):
+    /// Machines and MachineSets live there, Nodes, pods and Etcds in the first one, as with a seed whose
+    /// Machines are in its parent cluster. Only with the embedded API server.
+    pub machine_cluster: bool,
+    /// `spec.memberNamePrefix` of the Etcds (etcd-druid v0.37+): member, lease and `initial-cluster` names are
+    /// `<prefix>-<pod>`.
+    pub member_name_prefix: Option<String>,
 }
 
 impl PlaygroundOptions {
@@ -70,6 +82,8 @@ impl PlaygroundOptions {
             delta_snapshot_period: "2s".into(),
             landscape: None,
             external: None,
+            machine_cluster: false,
+            member_name_prefix: None,
         }
     }
 }
@@ -134,6 +148,8 @@ pub struct BreakTarget {
 pub struct Playground {
     /// The embedded API server and its HTTP endpoint (`None` against an external server).
     embedded: Option<(ApiServer, HttpEndpoint)>,
+    /// MCM's control cluster when it is a second API server ([`PlaygroundOptions::machine_cluster`]).
+    machine: Option<(ApiServer, HttpEndpoint)>,
     admin: kube::Client,
     url: String,
     /// One landscape per namespace, so that every actor only ever touches the playground's own namespaces
@@ -192,6 +208,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 /// What `up` prepared before the namespaces are filled: the server side of the playground.
 struct Prepared {
     embedded: Option<(ApiServer, HttpEndpoint)>,
+    machine: Option<(ApiServer, HttpEndpoint)>,
     admin: kube::Client,
     clients: ActorClients,
     registrar: Option<BackendRegistrar>,
@@ -224,9 +241,14 @@ impl Playground {
                 record.context = context.clone();
                 record.write(&state)?;
                 external::write_kubeconfig(ext, context.as_deref(), &namespaces[0], &kubeconfig)?;
+                if opts.machine_cluster {
+                    return Err(LandscapeError::External(
+                        "a separate machine cluster needs the embedded API server; leave out the external server or the machine cluster".into(),
+                    ));
+                }
                 let clients = ActorClients::same(admin.clone());
                 builtin = external::builtin_controllers(&admin).await?;
-                Prepared { embedded: None, admin, clients, registrar: None, url }
+                Prepared { embedded: None, machine: None, admin, clients, registrar: None, url }
             }
         };
         // Every landscape runs the same etcd members; simulated ones are a fallback the record shows.
@@ -245,8 +267,8 @@ impl Playground {
         record.write(&state)?;
         let _ = std::fs::write(state.join("playground.pid"), std::process::id().to_string());
         match Self::fill(&opts, &namespaces, prepared, &mut record).await {
-            Ok((embedded, admin, url, landscapes)) => {
-                Ok(Playground { embedded, admin, url, landscapes, opts, namespaces, kubeconfig, record })
+            Ok((embedded, machine, admin, url, landscapes)) => {
+                Ok(Playground { embedded, machine, admin, url, landscapes, opts, namespaces, kubeconfig, record })
             }
             Err((e, admin)) => {
                 let _ = std::fs::remove_file(state.join("playground.pid"));
@@ -280,18 +302,41 @@ impl Playground {
             server.add_user(u, &["system:masters"]);
         }
         server.add_admission_hook(Arc::new(ComponentProtection { exempt: vec![DRUID_USER.to_string()] }));
-        let endpoint = server.serve_http(opts.listen).await.map_err(|e| LandscapeError::Io {
+        // HTTPS, so that kubectl sends the kubeconfig's bearer token (client-go sends none over plain http).
+        let endpoint = server.serve_https(opts.listen).await.map_err(|e| LandscapeError::Io {
             action: "listen on",
             path: opts.listen.to_string().into(),
             source: e,
         })?;
-        let yaml = server.kubeconfig_yaml(&endpoint.url, "admin", Some(first_ns));
+        let yaml = server.kubeconfig_yaml_for(&endpoint, "admin", Some(first_ns));
         std::fs::write(kubeconfig, yaml).map_err(io_error("write", kubeconfig))?;
+        let machine = match opts.machine_cluster {
+            false => None,
+            true => {
+                let m = ApiServer::new();
+                crate::register_upstream_crds(&m).map_err(|e| LandscapeError::ApiServer(e.to_string()))?;
+                m.add_user(MCM_USER, &["system:masters"]);
+                let listen = SocketAddr::from((opts.listen.ip(), 0));
+                let ep = m.serve_http(listen).await.map_err(|e| LandscapeError::Io {
+                    action: "listen on",
+                    path: listen.to_string().into(),
+                    source: e,
+                })?;
+                let path = kubeconfig.with_file_name(MACHINE_KUBECONFIG);
+                std::fs::write(&path, m.kubeconfig_yaml(&ep.url, "admin", Some(first_ns)))
+                    .map_err(io_error("write", &path))?;
+                Some((m, ep))
+            }
+        };
         let clients = ActorClients {
             druid: server.client_for(DRUID_USER),
             statefulset: server.client_for(STATEFULSET_USER),
             backup_restore: server.client_for(BACKUP_RESTORE_USER),
             dwd: server.client_for(DWD_USER),
+            mcm_control: match &machine {
+                Some((m, _)) => m.client_for(MCM_USER),
+                None => server.client_for(DRUID_USER),
+            },
         };
         let reg_server = server.clone();
         let registrar: BackendRegistrar =
@@ -303,6 +348,7 @@ impl Playground {
         Ok(Prepared {
             admin: server.client(),
             embedded: Some((server, endpoint)),
+            machine,
             clients,
             registrar: Some(registrar),
             url,
@@ -318,10 +364,17 @@ impl Playground {
         p: Prepared,
         record: &mut PlaygroundRecord,
     ) -> Result<
-        (Option<(ApiServer, HttpEndpoint)>, kube::Client, String, Vec<(String, Landscape)>),
+        (
+            Option<(ApiServer, HttpEndpoint)>,
+            Option<(ApiServer, HttpEndpoint)>,
+            kube::Client,
+            String,
+            Vec<(String, Landscape)>,
+        ),
         (LandscapeError, kube::Client),
     > {
         let admin = p.admin.clone();
+        let machine_admin = p.machine.as_ref().map(|(m, _)| m.client()).unwrap_or_else(|| admin.clone());
         let state = &opts.state_dir;
         let result: Result<Vec<(String, Landscape)>, LandscapeError> = async {
             if record.is_external() {
@@ -331,15 +384,17 @@ impl Playground {
                 }
             } else {
                 for ns in namespaces {
-                    create(
-                        &Api::<Namespace>::all(admin.clone()),
-                        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-                    )
-                    .await?;
+                    for c in [&admin, &machine_admin] {
+                        create(
+                            &Api::<Namespace>::all(c.clone()),
+                            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                        )
+                        .await?;
+                    }
                 }
             }
             for ns in namespaces {
-                populate(&admin, ns, opts).await?;
+                populate(&admin, &machine_admin, ns, opts).await?;
             }
             let base = opts.landscape.clone().unwrap_or_else(|| LandscapeOptions::new(state));
             let mut landscapes = Vec::new();
@@ -353,7 +408,7 @@ impl Playground {
         }
         .await;
         match result {
-            Ok(l) => Ok((p.embedded, p.admin, p.url, l)),
+            Ok(l) => Ok((p.embedded, p.machine, p.admin, p.url, l)),
             Err(e) => Err((e, admin)),
         }
     }
@@ -367,6 +422,21 @@ impl Playground {
     /// A client with full rights on the playground's API server (default namespace: the first one).
     pub fn client(&self) -> kube::Client {
         self.admin.clone()
+    }
+
+    /// MCM's control cluster when it is a second API server ([`PlaygroundOptions::machine_cluster`]).
+    pub fn machine_server(&self) -> Option<&ApiServer> {
+        self.machine.as_ref().map(|(s, _)| s)
+    }
+
+    /// A client with full rights where the Machines are: the machine cluster, else the playground's API server.
+    pub fn machine_client(&self) -> kube::Client {
+        self.machine_server().map(ApiServer::client).unwrap_or_else(|| self.admin.clone())
+    }
+
+    /// Kubeconfig of the machine cluster (`<state_dir>/machine-kubeconfig`), when there is one.
+    pub fn machine_kubeconfig_path(&self) -> Option<PathBuf> {
+        self.machine.as_ref().map(|_| self.kubeconfig.with_file_name(MACHINE_KUBECONFIG))
     }
 
     /// The API server's URL.
@@ -550,6 +620,9 @@ impl Playground {
         if let Some((_, endpoint)) = &self.embedded {
             endpoint.shutdown();
         }
+        if let Some((_, endpoint)) = &self.machine {
+            endpoint.shutdown();
+        }
         let state = &self.opts.state_dir;
         let _ = std::fs::remove_file(state.join("playground.pid"));
         if self.record.is_external() {
@@ -600,8 +673,13 @@ impl Playground {
 
 /// Fills namespace `ns`: the Etcd, its Certificates, the MachineSet with Machines and Nodes, and the
 /// control-plane Deployments dependency-watchdog scales.
-async fn populate(admin: &kube::Client, ns: &str, opts: &PlaygroundOptions) -> Result<(), LandscapeError> {
-    let etcd = json!({
+async fn populate(
+    admin: &kube::Client,
+    machine_admin: &kube::Client,
+    ns: &str,
+    opts: &PlaygroundOptions,
+) -> Result<(), LandscapeError> {
+    let mut etcd = json!({
         "apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
         "metadata": {"name": opts.etcd_name, "namespace": ns, "labels": {"role": "main", "gardener.cloud/role": "controlplane"}},
         "spec": {
@@ -624,9 +702,12 @@ async fn populate(admin: &kube::Client, ns: &str, opts: &PlaygroundOptions) -> R
                        "store": {"provider": "Local", "container": "playground", "prefix": format!("{ns}/{}", opts.etcd_name)}},
         },
     });
+    if let Some(prefix) = &opts.member_name_prefix {
+        etcd["spec"]["memberNamePrefix"] = json!(prefix);
+    }
     create(&Api::<Etcd>::namespaced(admin.clone(), ns), etcd).await?;
     playground_tls(admin, ns, &opts.etcd_name).await?;
-    playground_machines(admin, ns, opts.members).await?;
+    playground_machines(machine_admin, admin, ns, opts.members).await?;
     for (name, replicas) in [("kube-apiserver", 1), ("kube-controller-manager", 1), ("machine-controller-manager", 1)] {
         let d = json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -675,9 +756,15 @@ async fn playground_tls(admin: &kube::Client, ns: &str, etcd: &str) -> Result<()
     Ok(())
 }
 
-/// A MachineSet with `members` Machines, each with its Ready Node (created here, as MCM would, so the
-/// members' pods are scheduled onto them from the start; the MCM actor takes over afterwards).
-async fn playground_machines(admin: &kube::Client, ns: &str, members: i32) -> Result<(), LandscapeError> {
+/// A MachineSet with `members` Machines (in the machine cluster `admin`), each with its Ready Node (in `target`;
+/// created here, as MCM would, so the members' pods are scheduled onto them from the start; the MCM actor takes
+/// over afterwards).
+async fn playground_machines(
+    admin: &kube::Client,
+    target: &kube::Client,
+    ns: &str,
+    members: i32,
+) -> Result<(), LandscapeError> {
     use kube::core::{ApiResource, DynamicObject};
     let ms_ar = ApiResource::erase::<druid_api::MachineSet>(&());
     let sets: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &ms_ar);
@@ -699,7 +786,8 @@ async fn playground_machines(admin: &kube::Client, ns: &str, members: i32) -> Re
                     "uid": set.metadata.uid.clone().unwrap_or_default(), "controller": true}]},
             "spec": {"class": {"kind": "MachineClass", "name": "playground"}}});
         create(&machines, m).await?;
-        super::mcm::join_node(admin, ns, &name)
+        let clients = super::mcm::McmClients { control: admin.clone(), target: target.clone() };
+        super::mcm::join_node_in(&clients, ns, &name)
             .await
             .map_err(|e| LandscapeError::kube(format!("join node {name}"), e))?;
     }

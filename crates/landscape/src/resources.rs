@@ -65,11 +65,13 @@ pub fn peer_url(etcd: &Etcd, pod: &str) -> String {
     format!("http://{pod}.{name}-peer.{ns}.svc:{peer}")
 }
 
-/// `initial-cluster` for `members` members: `E-0=<peer url>,E-1=...`.
+/// `initial-cluster` for `members` members: `<member>=<peer url of its pod>,...`, where the member is the pod
+/// name, or `<memberNamePrefix>-<pod>` with `spec.memberNamePrefix` (etcd-druid `prepareInitialCluster`,
+/// `internal/component/configmap/etcdconfig.go`, with `GetMemberName` of `api/core/v1alpha1/helper.go`).
 pub fn initial_cluster(etcd: &Etcd, members: i32) -> String {
     let names = etcd.managed_names();
     (0..members.max(1) as u32)
-        .map(|i| format!("{}={}", names.pod(i), peer_url(etcd, &names.pod(i))))
+        .map(|i| format!("{}={}", names.member(i), peer_url(etcd, &names.pod(i))))
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -95,8 +97,10 @@ pub fn etcd_conf_yaml(etcd: &Etcd, members: i32) -> String {
          initial-cluster-state: new\n\
          initial-cluster: {}\n\
          auto-compaction-mode: periodic\n\
-         auto-compaction-retention: 30m\n",
-        initial_cluster(etcd, members)
+         auto-compaction-retention: 30m\n{}",
+        initial_cluster(etcd, members),
+        // etcdconfig.go: `member-name-prefix` only when the Etcd sets it.
+        etcd.spec.member_name_prefix.as_deref().map(|p| format!("member-name-prefix: {p}\n")).unwrap_or_default()
     )
 }
 

@@ -29,8 +29,107 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
         }
         if ctx.opts.builtin_controllers {
             heartbeat(&ctx).await;
+        } else {
+            disruption_status(&ctx).await;
         }
     }
+}
+
+/// kube-controller-manager's disruption controller for the PodDisruptionBudgets of the landscape's namespace
+/// (`pkg/controller/disruption/disruption.go`, `getExpectedPodCount` / `countHealthyPods`): `currentHealthy`
+/// is the Ready pods the selector matches that are not being deleted; with an integer `minAvailable`,
+/// `desiredHealthy` is it and `expectedPods` the matched pods; with `maxUnavailable` (or a percentage),
+/// `expectedPods` is the replicas of the pods' StatefulSets and `desiredHealthy` follows from it (percentages
+/// rounded up); `disruptionsAllowed = max(0, currentHealthy − desiredHealthy)`. Without it, the embedded API
+/// server's eviction would find no disruption allowed and every drain would block.
+async fn disruption_status(ctx: &Ctx) {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let Some(ns) = ctx.opts.namespace.as_deref() else { return };
+    let pdbs: Api<PodDisruptionBudget> = api(ctx, Some(ns));
+    let Ok(list) = pdbs.list(&ListParams::default()).await else { return };
+    if list.items.is_empty() {
+        return;
+    }
+    let Ok(pods) = api::<Pod>(ctx, Some(ns)).list(&ListParams::default()).await else { return };
+    let sets =
+        api::<StatefulSet>(ctx, Some(ns)).list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    for pdb in list.items {
+        let spec = pdb.spec.clone().unwrap_or_default();
+        let Some(selector) = spec.selector.as_ref() else { continue };
+        let matched: Vec<&Pod> = pods
+            .items
+            .iter()
+            .filter(|p| selects(selector, p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())))
+            .collect();
+        let healthy = matched
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count() as i32;
+        // The scale of the pods' controllers (StatefulSets owning a matched pod).
+        let scale: i32 = sets
+            .iter()
+            .filter(|s| {
+                matched.iter().any(|p| {
+                    p.metadata.owner_references.iter().flatten().any(|o| Some(&o.name) == s.metadata.name.as_ref())
+                })
+            })
+            .map(|s| s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1))
+            .sum();
+        let scaled = |v: &IntOrString, of: i32, up: bool| match v {
+            IntOrString::Int(i) => *i,
+            IntOrString::String(p) => {
+                let pct: f64 = p.trim_end_matches('%').parse().unwrap_or(0.0);
+                let x = pct * of as f64 / 100.0;
+                (if up { x.ceil() } else { x.floor() }) as i32
+            }
+        };
+        let (expected, desired) = match (&spec.min_available, &spec.max_unavailable) {
+            (Some(IntOrString::Int(m)), _) => (matched.len() as i32, *m),
+            (Some(m), _) => (scale, scaled(m, scale, true)),
+            (None, Some(u)) => (scale, (scale - scaled(u, scale, true)).max(0)),
+            (None, None) => (matched.len() as i32, 0),
+        };
+        let allowed = (healthy - desired).max(0);
+        let have = pdb.status.as_ref();
+        if have.is_some_and(|s| {
+            s.current_healthy == healthy
+                && s.desired_healthy == desired
+                && s.disruptions_allowed == allowed
+                && s.expected_pods == expected
+        }) {
+            continue;
+        }
+        let status = json!({"status": {"currentHealthy": healthy, "desiredHealthy": desired,
+            "disruptionsAllowed": allowed, "expectedPods": expected,
+            "observedGeneration": pdb.metadata.generation}});
+        let name = pdb.metadata.name.clone().unwrap_or_default();
+        let _ = pdbs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+    }
+}
+
+/// Whether `selector` selects `labels` (matchLabels and matchExpressions, as `metav1.LabelSelectorAsSelector`).
+fn selects(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v))
+        && selector.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            match e.operator.as_str() {
+                "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+                "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+                "Exists" => labels.contains_key(&e.key),
+                "DoesNotExist" => !labels.contains_key(&e.key),
+                _ => false,
+            }
+        })
 }
 
 /// How often the kubelet renews its node Lease (kubelet's `nodeLeaseDurationSeconds` 40 s, renewed every quarter
@@ -496,30 +595,42 @@ async fn create_pvc(ctx: &Ctx, ns: &str, pvc: &str, spec: &k8s_openapi::api::app
     }
 }
 
-/// Node for a new pod in `ns`: a Ready Node backed by a live Machine of `ns` that hosts no pod in `taken`
-/// (first by name); `playground-node` when `ns` has no Machines (landscapes without MCM); `None` (the pod stays
-/// unschedulable for now, as with a real scheduler) while Machines exist but no Node fits, e.g. while a
-/// replacement node is not Ready yet.
+/// Node for a new pod in `ns`: a Ready, schedulable Node not being deleted that hosts no pod in `taken` (first by
+/// name) and belongs to `ns`'s machines — backed by a live Machine of `ns` when Machines are in this cluster, else
+/// (MCM's Machines in another cluster) a Node MCM made for `ns` (provider ID `playground:///<ns>/…`);
+/// `playground-node` when `ns` has neither (landscapes without MCM); `None` (the pod stays unschedulable for now,
+/// as with a real scheduler) while such Nodes exist but none fits, e.g. while a replacement node is not Ready yet.
 pub(crate) async fn schedule(ctx: &Ctx, ns: &str, taken: &HashSet<String>) -> Option<String> {
-    let machines =
-        match Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns).list(&ListParams::default()).await {
-            Ok(l) if !l.items.is_empty() => l.items,
-            _ => return Some("playground-node".into()),
-        };
+    let machines = Api::<Machine>::namespaced(ctx.clients.statefulset.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
     let nodes = Api::<Node>::all(ctx.clients.statefulset.clone())
         .list(&ListParams::default())
         .await
         .map(|l| l.items)
         .unwrap_or_default();
+    let prefix = format!("playground:///{ns}/");
+    let of_ns =
+        |n: &Node| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| p.starts_with(&prefix));
+    if machines.is_empty() && !nodes.iter().any(of_ns) {
+        return Some("playground-node".into());
+    }
     let mut fit: Vec<String> = nodes
         .iter()
         .filter(|n| n.metadata.deletion_timestamp.is_none() && node_ready(n))
         .filter(|n| !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
+        .filter(|n| {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            if machines.is_empty() {
+                of_ns(n)
+            } else {
+                machines.iter().any(|m| m.metadata.deletion_timestamp.is_none() && m.node_name() == Some(name))
+            }
+        })
         .filter_map(|n| n.metadata.name.clone())
         .filter(|n| !taken.contains(n))
-        .filter(|n| {
-            machines.iter().any(|m| m.metadata.deletion_timestamp.is_none() && m.node_name() == Some(n.as_str()))
-        })
         .collect();
     fit.sort();
     fit.into_iter().next()
