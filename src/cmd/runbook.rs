@@ -606,24 +606,31 @@ impl CliOperator {
     /// The summary table.
     pub fn summary_lines(s: &Summary) -> Vec<String> {
         let width = s.steps.iter().map(|t| t.name.len() + 1).max().unwrap_or(4).max(4);
-        let mut out = vec![format!("{:<width$}  {:<22}  {:>8}  {:>8}", "STEP", "RESULT", "TIME", "WAITED")];
+        let mut out =
+            vec![format!("{:<width$}  {:<22}  {:>8}  {:>8}  {:>8}", "STEP", "RESULT", "TIME", "WAITED", "ACTED")];
         for t in &s.steps {
             let name = if t.destructive { format!("{}!", t.name) } else { t.name.clone() };
             out.push(format!(
-                "{:<width$}  {:<22}  {:>8}  {:>8}",
+                "{:<width$}  {:<22}  {:>8}  {:>8}  {:>8}",
                 name,
                 t.how,
                 human_ms(t.duration_ms),
                 human_ms(t.waited_ms),
+                human_ms(t.acted_ms),
                 width = width
             ));
         }
         out.push(format!(
-            "total {} — waiting for etcd/pods/druid {}, confirmations {}, runbook overhead {}",
+            "total {} — waiting for etcd/pods/druid {}, confirmations {}",
             human_ms(s.total_ms),
             human_ms(s.waited_ms),
             human_ms(s.prompt_ms),
-            human_ms(s.overhead_ms)
+        ));
+        out.push(format!(
+            "druidctl's own share {}: acting in the steps {}, deciding around them {}",
+            human_ms(s.overhead_ms),
+            human_ms(s.acted_ms),
+            human_ms(s.decided_ms)
         ));
         out
     }

@@ -53,6 +53,9 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t)]
     pub log_format: LogFormat,
+    /// Also execute `NoOpTask` (a task that touches nothing): for benchmarks of the controller only.
+    #[arg(long, hide = true)]
+    pub noop_task_type: bool,
 }
 
 fn init_logging(format: LogFormat, verbose: u8) {
@@ -116,7 +119,12 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     opts.executor_lease = args.lease_duration;
     opts.default_ttl_seconds = args.default_ttl;
     let stop = CancellationToken::new();
-    let base = Arc::new(Reconciler::new(cluster.client.clone(), Arc::new(Registry::standard()), opts));
+    let registry = if args.noop_task_type {
+        Registry::with_noop(Arc::new(druidctl::tasks::noop::Ledger::default()))
+    } else {
+        Registry::standard()
+    };
+    let base = Arc::new(Reconciler::new(cluster.client.clone(), Arc::new(registry), opts));
     let health = Arc::new(Health::default());
     let bound =
         controller::serve_endpoints(args.metrics_addr, base.metrics.clone(), health.clone(), stop.clone()).await?;

@@ -288,7 +288,13 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
         .map(|_| tokio::spawn(worker(reconciler.clone(), reader.clone(), queue.clone(), index.clone())))
         .collect();
 
-    let stream = reflect(writer, watcher::watcher(api, watcher::Config::default())).backoff(WatchBackoff::default());
+    // The cache keeps what reconciles read: no managedFields (a third of a task's size as the real API server
+    // returns it, and never read here).
+    let stream = reflect(
+        writer,
+        watcher::watcher(api, watcher::Config::default()).modify(|t| t.metadata.managed_fields = None),
+    )
+    .backoff(WatchBackoff::default());
     let mut stream = std::pin::pin!(stream);
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;
