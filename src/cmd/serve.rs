@@ -100,7 +100,11 @@ fn default_identity() -> String {
 pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     druidctl::kube::config::set_product("druidctl-serve");
     init_logging(args.log_format, ctx.global.verbose);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // Two worker threads whatever the node's core count: serve waits on the API server most of the time, and
+    // every thread costs memory (stacks, an allocator arena each). Blocking threads (name resolution of new
+    // connections) are few and short.
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).max_blocking_threads(4).enable_all().build()?;
     rt.block_on(serve(ctx, args))
 }
 

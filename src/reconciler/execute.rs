@@ -72,7 +72,12 @@ impl Reconciler {
         // taken and given back. (Once the lease is held, `run_steps` reads the task again: another executor may
         // have written in between.)
         let task = if fresh.is_none() {
-            match self.api(&task).get_opt(&name).await.map_err(|e| ReconcileError::api(format!("reading task {name}"), e))? {
+            match self
+                .api(&task)
+                .get_opt(&name)
+                .await
+                .map_err(|e| ReconcileError::api(format!("reading task {name}"), e))?
+            {
                 Some(t) if t.state() == TaskState::InProgress && t.metadata.deletion_timestamp.is_none() => t,
                 // Moved on, being deleted or gone: its watch event brings it back here.
                 _ => return Ok(Next::Done),
