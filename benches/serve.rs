@@ -464,6 +464,17 @@ async fn run_on(label: &'static str, server: &Server, druidctl: &Path) -> Outcom
             .filter(|l| l.metadata.name.as_ref().is_some_and(|n| names0.contains(n.trim_end_matches("-executor"))))
             .count();
         if (left_tasks == 0 && left_leases == 0) || Instant::now() > deadline {
+            for t in tasks0.list(&ListParams::default()).await.unwrap().items {
+                if t.metadata.name.as_ref().is_some_and(|n| names0.contains(n)) {
+                    eprintln!(
+                        "  [{label}] left: {} deleting since {:?}, finalizers {:?}, state {:?}",
+                        t.metadata.name.as_deref().unwrap_or_default(),
+                        t.metadata.deletion_timestamp,
+                        t.metadata.finalizers,
+                        t.state()
+                    );
+                }
+            }
             break (left_tasks, left_leases);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;

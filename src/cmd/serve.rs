@@ -124,7 +124,7 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     opts.default_ttl_seconds = args.default_ttl;
     let stop = CancellationToken::new();
     let registry = if args.noop_task_type {
-        Registry::with_noop(Arc::new(druidctl::tasks::noop::Ledger::default()))
+        Registry::with_noop(Arc::new(druidctl::tasks::noop::Ledger::forgetful()))
     } else {
         Registry::standard()
     };
