@@ -20,7 +20,8 @@
 //!
 //! Run: `cargo bench --profile dev --bench serve` (or without `--profile dev` for an optimized build). Cargo
 //! builds the `druidctl` binary with the bench (`CARGO_BIN_EXE_druidctl`, same profile), so the serve process
-//! measured is the binary of that profile. Quick run: `BENCH_ETCDS=100 BENCH_TASKS=1000`.
+//! measured is the binary of that profile; `BENCH_DRUIDCTL=PATH` runs another one (e.g. `cargo build --release`'s
+//! while the bench itself is a dev build). Quick run: `BENCH_ETCDS=100 BENCH_TASKS=1000`.
 
 #[path = "../tests/realk8s_support/mod.rs"]
 mod realk8s_support;
@@ -554,7 +555,12 @@ fn print(o: &Outcome) {
 }
 
 fn main() {
-    let druidctl = PathBuf::from(env!("CARGO_BIN_EXE_druidctl"));
+    // The binary Cargo built with the bench (same profile), or another one (e.g. a release build measured by a
+    // dev-profile bench).
+    let druidctl = std::env::var_os("BENCH_DRUIDCTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_druidctl")));
+    eprintln!("serve and the embedded API server run {}", druidctl.display());
     let servers = std::env::var("BENCH_SERVERS").unwrap_or_else(|_| "embedded,real".into());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let mut failed = false;
