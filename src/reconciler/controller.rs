@@ -18,6 +18,7 @@ use hyper_util::rt::TokioIo;
 use kube::api::Api;
 use kube::runtime::reflector as reflect;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
