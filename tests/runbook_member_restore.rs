@@ -58,6 +58,14 @@ async fn member_restore_rejoins_a_failed_member_and_the_etcd_stays_ready_through
     }
     assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
     assert_eq!(started_steps(&r.stdout), ["DeleteMemberData", "WaitMember2Ready", "VerifyAllMembersReady"]);
+    let tasks = kube::Api::<druidctl::api::EtcdOperatorTask>::namespaced(pg.client(), &ns)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(tasks.len(), 1, "one runbook task journals the run");
+    let journal = serde_json::to_value(druidctl::tasks::step::journal_of(&tasks[0]).unwrap()).unwrap();
+    check_time_accounting(&r.stdout, &journal, "member-restore");
     done.store(true, Ordering::SeqCst);
     let not_ready = watcher.await.unwrap();
     assert!(not_ready.is_empty(), "the Etcd must stay Ready throughout, saw: {not_ready:?}");

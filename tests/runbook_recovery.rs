@@ -42,17 +42,13 @@ async fn quorum_loss_recovery_restores_the_keys_before_the_snapshot_and_loses_th
 
     let r = run(&pg, &["runbook", "quorum-loss-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).await;
     assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
-    let ev = events(&r.stdout);
-    let finished = ev.iter().find(|e| e["event"] == "finished").expect("finished event");
-    assert_eq!(finished["summary"]["steps"].as_array().unwrap().len(), 11);
-    eprintln!(
-        "runbook: total {}ms, waited {}ms, overhead {}ms",
-        finished["summary"]["totalMs"], finished["summary"]["waitedMs"], finished["summary"]["overheadMs"]
-    );
     assert_keys(&pg, &ns, 25).await;
     let tasks = Api::<EtcdOperatorTask>::namespaced(pg.client(), &ns).list(&ListParams::default()).await.unwrap().items;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].state().as_str(), "Succeeded");
+    let journal = serde_json::to_value(druidctl::tasks::step::journal_of(&tasks[0]).unwrap()).unwrap();
+    let summary = check_time_accounting(&r.stdout, &journal, "quorum-loss-recovery");
+    assert_eq!(summary["steps"].as_array().unwrap().len(), 11);
     assert_eq!(pg.etcd_ready(&ns).await.unwrap(), ("True".to_string(), "Quorate".to_string()));
     pg.down().await;
 }

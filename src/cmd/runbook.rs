@@ -667,24 +667,31 @@ impl CliOperator {
     /// The summary table.
     pub fn summary_lines(s: &Summary) -> Vec<String> {
         let width = s.steps.iter().map(|t| t.name.len() + 1).max().unwrap_or(4).max(4);
-        let mut out = vec![format!("{:<width$}  {:<22}  {:>8}  {:>8}", "STEP", "RESULT", "TIME", "WAITED")];
+        let mut out =
+            vec![format!("{:<width$}  {:<22}  {:>7}  {:>7}  {:>7}", "STEP", "RESULT", "TIME", "WAITED", "ACTED")];
         for t in &s.steps {
             let name = if t.destructive { format!("{}!", t.name) } else { t.name.clone() };
             out.push(format!(
-                "{:<width$}  {:<22}  {:>8}  {:>8}",
+                "{:<width$}  {:<22}  {:>7}  {:>7}  {:>7}",
                 name,
                 t.how,
                 human_ms(t.duration_ms),
                 human_ms(t.waited_ms),
+                human_ms(t.acted_ms),
                 width = width
             ));
         }
         out.push(format!(
-            "total {} — waiting for etcd/pods/druid {}, confirmations {}, runbook overhead {}",
+            "total {} — waiting for etcd/pods/druid {}, confirmations {}",
             human_ms(s.total_ms),
             human_ms(s.waited_ms),
             human_ms(s.prompt_ms),
-            human_ms(s.overhead_ms)
+        ));
+        out.push(format!(
+            "druidctl's own share {}: acting in the steps {}, deciding around them {}",
+            human_ms(s.overhead_ms),
+            human_ms(s.acted_ms),
+            human_ms(s.decided_ms)
         ));
         out
     }
@@ -812,5 +819,44 @@ impl Operator for CliOperator {
             Some(pb) => pb.suspend(ask),
             None => ask(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use druidctl::runbook::engine::StepTiming;
+
+    #[test]
+    fn the_summary_shows_each_steps_waited_and_acted_time_and_fits_80_columns() {
+        let step = |name: &str, how: &str, waited_ms, acted_ms| StepTiming {
+            name: name.into(),
+            how: how.into(),
+            duration_ms: waited_ms + acted_ms,
+            waited_ms,
+            acted_ms,
+            destructive: true,
+        };
+        let s = Summary {
+            task: "t".into(),
+            steps: vec![
+                step("DeletePersistentVolumeClaims", "done in an earlier run", 0, 0),
+                step("VerifyClusterFormed", "done", 754_000, 35),
+            ],
+            total_ms: 760_000,
+            waited_ms: 755_000,
+            prompt_ms: 4_700,
+            overhead_ms: 300,
+            acted_ms: 35,
+            decided_ms: 265,
+            unverified: vec![],
+        };
+        let lines = CliOperator::summary_lines(&s);
+        for l in &lines {
+            assert!(l.chars().count() <= 80, "{} columns: {l}", l.chars().count());
+        }
+        assert!(lines[0].ends_with("WAITED    ACTED"), "{}", lines[0]);
+        assert!(lines[2].contains("12m34s") && lines[2].ends_with("35ms"), "{}", lines[2]);
+        assert_eq!(lines[4], "druidctl's own share 300ms: acting in the steps 35ms, deciding around them 265ms");
     }
 }

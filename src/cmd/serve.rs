@@ -53,6 +53,9 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t)]
     pub log_format: LogFormat,
+    /// Also execute `NoOpTask` (a task that touches nothing): for benchmarks of the controller only.
+    #[arg(long, hide = true)]
+    pub noop_task_type: bool,
 }
 
 fn init_logging(format: LogFormat, verbose: u8) {
@@ -97,7 +100,11 @@ fn default_identity() -> String {
 pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     druidctl::kube::config::set_product("druidctl-serve");
     init_logging(args.log_format, ctx.global.verbose);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // Two worker threads whatever the node's core count: serve waits on the API server most of the time, and
+    // every thread costs memory (stacks, an allocator arena each). Blocking threads (name resolution of new
+    // connections) are few and short.
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).max_blocking_threads(4).enable_all().build()?;
     rt.block_on(serve(ctx, args))
 }
 
@@ -116,7 +123,12 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     opts.executor_lease = args.lease_duration;
     opts.default_ttl_seconds = args.default_ttl;
     let stop = CancellationToken::new();
-    let base = Arc::new(Reconciler::new(cluster.client.clone(), Arc::new(Registry::standard()), opts));
+    let registry = if args.noop_task_type {
+        Registry::with_noop(Arc::new(druidctl::tasks::noop::Ledger::forgetful()))
+    } else {
+        Registry::standard()
+    };
+    let base = Arc::new(Reconciler::new(cluster.client.clone(), Arc::new(registry), opts));
     let health = Arc::new(Health::default());
     let bound =
         controller::serve_endpoints(args.metrics_addr, base.metrics.clone(), health.clone(), stop.clone()).await?;

@@ -18,6 +18,7 @@ use hyper_util::rt::TokioIo;
 use kube::api::Api;
 use kube::runtime::reflector as reflect;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -107,11 +108,14 @@ type Key = (String, String);
 
 /// A de-duplicating work queue: a key is queued at most once and never handed to two workers at once; a
 /// delayed requeue keeps only the earliest pending time of a key, so requeueing a key again and again (every
-/// resync of a finished task) does not pile up timers.
+/// resync of a finished task) does not pile up timers. One timer task serves every delayed requeue (a finished
+/// task waits for its TTL in the queue: a spawned sleeping task per key would cost about a kilobyte each).
 #[derive(Default)]
 struct Queue {
     state: Mutex<QueueState>,
     notify: Notify,
+    /// Wakes the timer task when an earlier due time is scheduled.
+    timer: Arc<Notify>,
 }
 
 #[derive(Default)]
@@ -122,6 +126,10 @@ struct QueueState {
     dirty: HashSet<Key>,
     /// Delayed requeues: the earliest time each key is due.
     scheduled: HashMap<Key, tokio::time::Instant>,
+    /// The same, ordered by due time.
+    due: std::collections::BTreeSet<(tokio::time::Instant, Key)>,
+    /// The timer task runs.
+    timer_started: bool,
 }
 
 impl Queue {
@@ -141,29 +149,56 @@ impl Queue {
             return self.push(key);
         }
         let due = tokio::time::Instant::now() + after;
-        {
+        let (earliest, start_timer) = {
             let mut s = self.state.lock().expect("queue");
-            match s.scheduled.get(&key) {
-                Some(earlier) if *earlier <= due => return,
-                _ => s.scheduled.insert(key.clone(), due),
-            };
-        }
-        let q = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(due).await;
-            // Only the timer of the earliest due time pushes (a later one was superseded by it).
-            let mine = {
-                let mut s = q.state.lock().expect("queue");
-                let mine = s.scheduled.get(&key) == Some(&due);
-                if mine {
-                    s.scheduled.remove(&key);
+            match s.scheduled.get(&key).copied() {
+                Some(earlier) if earlier <= due => return,
+                Some(later) => {
+                    s.due.remove(&(later, key.clone()));
                 }
-                mine
-            };
-            if mine {
-                q.push(key);
+                None => {}
             }
-        });
+            s.scheduled.insert(key.clone(), due);
+            s.due.insert((due, key));
+            let earliest = s.due.first().is_some_and(|(d, _)| *d == due);
+            (earliest, !std::mem::replace(&mut s.timer_started, true))
+        };
+        if start_timer {
+            tokio::spawn(Self::timer(Arc::downgrade(self), self.timer.clone()));
+        } else if earliest {
+            self.timer.notify_one();
+        }
+    }
+
+    /// Pushes each delayed key when it is due; ends with the queue.
+    async fn timer(queue: std::sync::Weak<Queue>, wakeup: Arc<Notify>) {
+        loop {
+            let Some(q) = queue.upgrade() else { return };
+            let now = tokio::time::Instant::now();
+            let (ready, next) = {
+                let mut s = q.state.lock().expect("queue");
+                let mut ready = Vec::new();
+                while let Some((d, _)) = s.due.first()
+                    && *d <= now
+                {
+                    let (_, k) = s.due.pop_first().expect("first");
+                    s.scheduled.remove(&k);
+                    ready.push(k);
+                }
+                (ready, s.due.first().map(|(d, _)| *d))
+            };
+            for k in ready {
+                q.push(k);
+            }
+            // Not holding the queue while asleep: the timer ends once the queue is dropped (checked every minute).
+            drop(q);
+            let wake = wakeup.notified();
+            let until = next.unwrap_or(now + Duration::from_secs(60)).min(now + Duration::from_secs(60));
+            tokio::select! {
+                _ = wake => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
     }
 
     async fn pop(&self) -> Key {
@@ -261,6 +296,24 @@ impl EtcdIndex {
     }
 }
 
+/// What the cache keeps of a task: what reconciles read from it. Not its managedFields (a third of a task as the
+/// real API server returns it) nor its journal annotation (a runbook's journal holds whole copies of objects): an
+/// executor reads the task itself before it acts, and every write returns the whole task. Of a finished task,
+/// which stays cached until its TTL, also not its config nor its errors: only its state, its last operation (when
+/// it finished) and its metadata are read.
+fn slim(t: &mut EtcdOperatorTask) {
+    t.metadata.managed_fields = None;
+    if let Some(a) = t.metadata.annotations.as_mut() {
+        a.remove(crate::tasks::step::JOURNAL_ANNOTATION);
+    }
+    if t.state().is_terminal() {
+        t.spec.config = None;
+        if let Some(s) = t.status.as_mut() {
+            s.last_errors = Vec::new();
+        }
+    }
+}
+
 fn key_of(t: &EtcdOperatorTask) -> Key {
     (t.metadata.namespace.clone().unwrap_or_default(), t.metadata.name.clone().unwrap_or_default())
 }
@@ -288,8 +341,8 @@ pub async fn run(reconciler: Arc<Reconciler>, opts: ControllerOptions, synced: A
         .map(|_| tokio::spawn(worker(reconciler.clone(), reader.clone(), queue.clone(), index.clone())))
         .collect();
 
-    // A streaming list where the server offers it (the backoff is inside `events`).
-    let stream = reflect(writer, crate::kube::watch::events(api, watcher::Config::default()));
+    // A streaming list where the server offers it (the backoff is inside `events`), slimmed before caching.
+    let stream = reflect(writer, crate::kube::watch::events(api, watcher::Config::default()).modify(slim));
     let mut stream = std::pin::pin!(stream);
     let mut resync = tokio::time::interval(opts.resync);
     resync.tick().await;

@@ -67,6 +67,24 @@ impl Reconciler {
         if self.registry.kind(&task.spec.type_).is_err() && types::ALL.contains(&task.spec.type_.as_str()) {
             return Ok(Next::Done); // a runbook type, executed in-process by the runbook engine
         }
+        // A cached copy lags this reconciler's own writes (the watch brings each of them back later): read a
+        // fresh copy before taking the lease, so that a task that has moved on costs one read instead of a lease
+        // taken and given back. (Once the lease is held, `run_steps` reads the task again: another executor may
+        // have written in between.)
+        let task = if fresh.is_none() {
+            match self
+                .api(&task)
+                .get_opt(&name)
+                .await
+                .map_err(|e| ReconcileError::api(format!("reading task {name}"), e))?
+            {
+                Some(t) if t.state() == TaskState::InProgress && t.metadata.deletion_timestamp.is_none() => t,
+                // Moved on, being deleted or gone: its watch event brings it back here.
+                _ => return Ok(Next::Done),
+            }
+        } else {
+            task
+        };
         let lock = LeaseLock::new(
             self.client.clone(),
             &ns,
@@ -75,6 +93,8 @@ impl Reconciler {
             self.opts.executor_lease,
         )
         .owned_by(owner_reference(&task))
+        // Admitted just now: its executor Lease does not exist yet.
+        .probably_new(fresh.is_some())
         .taking_over({
             // A `--local` executor on this host that was killed renews its lease no more: taken over at once.
             let own = self.opts.identity.clone();
@@ -178,6 +198,11 @@ impl Reconciler {
                 }
                 tracing::debug!(task = %task.metadata.name.as_deref().unwrap_or_default(), step = %name, failures, "running step");
                 let run = run_step(step.as_ref(), &cx, stop).await;
+                // The step's journal writes changed the task: continue from the copy the last one returned (the
+                // status in it is this executor's), instead of a status write that conflicts and a re-read.
+                if let Some(t) = cx.take_written() {
+                    handle.current = t;
+                }
                 tracing::debug!(task = %task.metadata.name.as_deref().unwrap_or_default(), step = %name, ?run, "step ran");
                 match run {
                     Ok(StepRun::Done(how)) => {

@@ -61,6 +61,8 @@ pub struct LeaseLock {
     last: Arc<Mutex<Option<Lease>>>,
     /// Holders whose unexpired lease may be taken over anyway (e.g. a process on this host that is gone).
     takeover: Option<Takeover>,
+    /// Try to create the lease before reading it (it most likely does not exist yet).
+    create_first: bool,
 }
 
 /// Whether an unexpired lease of this holder may be taken over.
@@ -93,7 +95,15 @@ impl LeaseLock {
             owner: None,
             last: Arc::new(Mutex::new(None)),
             takeover: None,
+            create_first: false,
         }
+    }
+
+    /// The lease most likely does not exist yet (a task admitted just now): the first attempt creates it
+    /// without reading it first, and reads it only when it exists after all.
+    pub fn probably_new(mut self, yes: bool) -> LeaseLock {
+        self.create_first = yes;
+        self
     }
 
     /// Takes the lease over from a holder for which `dead` says it can no longer renew it, without waiting for
@@ -133,24 +143,39 @@ impl LeaseLock {
         self.try_acquire_once().await
     }
 
+    fn new_lease(&self) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                owner_references: self.owner.clone().map(|o| vec![o]),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.identity.clone()),
+                lease_duration_seconds: Some(self.seconds()),
+                acquire_time: Some(now()),
+                renew_time: Some(now()),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        }
+    }
+
     async fn try_acquire_once(&self) -> Result<Acquire, kube::Error> {
+        if self.create_first && self.last.lock().await.is_none() {
+            match self.api.create(&PostParams::default(), &self.new_lease()).await {
+                Ok(l) => {
+                    *self.last.lock().await = Some(l);
+                    return Ok(Acquire::Acquired);
+                }
+                // It exists: read it and decide as usual.
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e),
+            }
+        }
         let current = self.api.get_opt(&self.name).await?;
         let Some(mut lease) = current else {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.name.clone()),
-                    owner_references: self.owner.clone().map(|o| vec![o]),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(self.identity.clone()),
-                    lease_duration_seconds: Some(self.seconds()),
-                    acquire_time: Some(now()),
-                    renew_time: Some(now()),
-                    lease_transitions: Some(0),
-                    ..Default::default()
-                }),
-            };
+            let lease = self.new_lease();
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(l) => {
                     *self.last.lock().await = Some(l);

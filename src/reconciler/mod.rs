@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{EtcdOperatorTask, TaskState};
@@ -177,38 +177,93 @@ impl Reconciler {
         }
     }
 
-    /// Drives one task in-process until it is terminal (or `timeout`), as `task create --local` does.
+    /// Drives one task in-process until it is terminal (or shutdown), as `task create --local` does. The tasks of
+    /// the namespace are watched once into a cache (admission needs the task's Etcd-mates): a pass reads the
+    /// cache, not the API server, and waits for the next change of the cache instead of polling.
     pub async fn run_to_completion(&self, namespace: &str, name: &str) -> Result<EtcdOperatorTask, ReconcileError> {
+        use kube::runtime::reflector::{self, ObjectRef};
+        use kube::runtime::{WatchStreamExt, watcher};
         let api: Api<EtcdOperatorTask> = Api::namespaced(self.client.clone(), namespace);
+        let (reader, writer) = reflector::store::<EtcdOperatorTask>();
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let (watch_error, _watching) = {
+            let (changed, api) = (changed.clone(), api.clone());
+            let watch_error = Arc::new(std::sync::Mutex::new(None::<kube::Error>));
+            let err = watch_error.clone();
+            let handle = tokio::spawn(async move {
+                let stream = reflector::reflector(
+                    writer,
+                    watcher::watcher(api, watcher::Config::default()).modify(|t| t.metadata.managed_fields = None),
+                )
+                .default_backoff();
+                let mut stream = std::pin::pin!(stream);
+                while let Some(ev) = futures::StreamExt::next(&mut stream).await {
+                    match ev {
+                        Ok(_) => changed.notify_waiters(),
+                        // Not allowed to watch (or no such resource): said by the caller, not retried for ever.
+                        Err(watcher::Error::InitialListFailed(kube::Error::Api(s)))
+                            if matches!(s.code, 401 | 403 | 404) =>
+                        {
+                            *err.lock().expect("watch error") = Some(kube::Error::Api(s));
+                            changed.notify_waiters();
+                            return;
+                        }
+                        Err(e) => tracing::debug!(error = %e, "watching tasks; retrying"),
+                    }
+                }
+            });
+            (watch_error, AbortOnDrop(handle))
+        };
+        let key = ObjectRef::new(name).within(namespace);
         let mut delay = Duration::ZERO;
         let mut last_version: Option<String> = None;
         loop {
-            let task = match api.get(name).await {
-                Ok(t) => t,
-                Err(e) if transient(&e) => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
+            let notified = changed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let synced = tokio::select! {
+                r = reader.wait_until_ready() => r.is_ok(),
+                _ = self.shutdown.cancelled() => false,
+            };
+            if let Some(e) = watch_error.lock().expect("watch error").take() {
+                return Err(ReconcileError::api(format!("watching the tasks of namespace {namespace}"), e));
+            }
+            if !synced {
+                // Shut down before the cache synced: one read.
+                return api.get(name).await.map_err(|e| ReconcileError::api(format!("reading task {name}"), e));
+            }
+            let Some(task) = reader.get(&key) else {
+                // Not in the synced cache: gone (or not yet seen); a read tells which.
+                match api.get(name).await {
+                    Ok(_) => {
+                        let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
+                        continue;
+                    }
+                    Err(e) if transient(&e) => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                    Err(e) => return Err(ReconcileError::api(format!("reading task {name}"), e)),
                 }
-                Err(e) => return Err(ReconcileError::api(format!("reading task {name}"), e)),
             };
             if task.state().is_terminal() || self.shutdown.is_cancelled() {
-                return Ok(task);
+                return Ok((*task).clone());
             }
-            // Look again at once after a change; wait only when nothing moved.
+            // Look again at once after a change; when nothing moved, wait for the next change (at most `delay`).
             if task.metadata.resource_version == last_version && !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+                let _ = tokio::time::timeout(delay, notified).await;
                 delay = Duration::ZERO;
                 continue;
             }
             last_version = task.metadata.resource_version.clone();
-            let others = match api.list(&ListParams::default()).await {
-                Ok(l) => l.items,
-                Err(e) if transient(&e) => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                }
-                Err(e) => return Err(ReconcileError::api("listing tasks", e)),
-            };
+            let etcd = &task.spec.owner_etcd_refrence;
+            let others: Vec<EtcdOperatorTask> = reader
+                .state()
+                .iter()
+                .filter(|t| t.metadata.uid != task.metadata.uid && t.targets(&etcd.namespace, &etcd.name))
+                .filter(|t| !t.state().is_terminal())
+                .map(|t| (**t).clone())
+                .collect();
             delay = match self.reconcile(&task, &others).await {
                 Ok(Next::Done) => Duration::from_millis(500),
                 Ok(Next::RequeueAfter(d) | Next::Waiting(d)) => d.min(Duration::from_secs(1)),
@@ -218,6 +273,15 @@ impl Reconciler {
                 }
             };
         }
+    }
+}
+
+/// Aborts a spawned task when dropped (the watch of [`Reconciler::run_to_completion`]).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -225,8 +225,10 @@ pub enum Event {
         how: String,
         /// Wall time of the step in ms.
         duration_ms: u64,
-        /// Of which waiting for the cluster (verify polling) in ms.
+        /// Of which waiting for the cluster (verify polling, retries after transient errors) in ms.
         waited_ms: u64,
+        /// Of which druidctl acting: API writes and reads, journaling, deciding (`duration - waited`) in ms.
+        acted_ms: u64,
     },
     /// Stopped at a safe point (Ctrl-C or lost lease).
     #[serde(rename_all = "camelCase")]
@@ -270,8 +272,10 @@ pub struct StepTiming {
     pub how: String,
     /// Wall time in ms (0 when done in an earlier run).
     pub duration_ms: u64,
-    /// Time spent waiting for the cluster, in ms.
+    /// Time spent waiting for the cluster (verify polling, retries after transient errors), in ms.
     pub waited_ms: u64,
+    /// Time spent acting: API writes and reads, journaling and the step's decisions (`duration - waited`), in ms.
+    pub acted_ms: u64,
     /// Whether it is destructive.
     pub destructive: bool,
 }
@@ -290,8 +294,13 @@ pub struct Summary {
     pub waited_ms: u64,
     /// Time waiting for the operator's confirmations, in ms.
     pub prompt_ms: u64,
-    /// `total - waited - prompt`: API calls, journaling, the engine itself.
+    /// druidctl's own share, `total - waited - prompt`: acting in the steps plus deciding outside them.
     pub overhead_ms: u64,
+    /// Of the own share, acting in the steps (the sum of the steps' `actedMs`), in ms.
+    pub acted_ms: u64,
+    /// Of the own share, deciding outside the steps (reading the cluster, evaluating preconditions, planning,
+    /// taking the lease, creating and closing the journal): `overhead - acted`, in ms.
+    pub decided_ms: u64,
     /// What a verification step of this run could not check (e.g. a member's served certificate); a run that
     /// completes with any ends with the exit code "done, not verified".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -848,6 +857,8 @@ fn empty_summary(task: &str, started: Instant) -> Summary {
         waited_ms: 0,
         prompt_ms: 0,
         overhead_ms: total,
+        acted_ms: 0,
+        decided_ms: total,
         unverified: Vec::new(),
     }
 }
@@ -900,6 +911,7 @@ async fn execute(
                 how: "done in an earlier run".into(),
                 duration_ms: 0,
                 waited_ms: 0,
+                acted_ms: 0,
                 destructive: step.destructive(),
             });
             continue;
@@ -941,20 +953,28 @@ async fn execute(
         waited_total += waited;
         match outcome {
             Ok(Some(how)) => {
-                let duration = step_started.elapsed();
+                // In whole ms, so that waited + acted = duration exactly in every report.
+                let duration_ms = step_started.elapsed().as_millis() as u64;
+                let waited_ms = (waited.as_millis() as u64).min(duration_ms);
+                let acted_ms = duration_ms - waited_ms;
                 let warnings = step.warnings(&cx);
                 unverified.extend(step.unverified(&cx).into_iter().map(|u| format!("{name}: {u}")));
                 for w in &warnings {
                     op.event(&Event::Warning { message: format!("{name}: {w}") });
                 }
                 let how = if warnings.is_empty() { how } else { "done with warnings" };
-                let rec = json!({"completedAt": jiff::Timestamp::now().to_string(), "durationMs": duration.as_millis() as u64, "waitedMs": waited.as_millis() as u64, "how": how, "warnings": warnings});
+                let rec = json!({"completedAt": jiff::Timestamp::now().to_string(), "durationMs": duration_ms, "waitedMs": waited_ms, "actedMs": acted_ms, "how": how, "warnings": warnings});
                 cx.record(&journal_key(&name), rec).await.map_err(|e| RunbookError::StepFailed {
                     step: name.clone(),
                     reason: e.to_string(),
                     task: task_name.clone(),
                     resume: o.resume_command.clone(),
                 })?;
+                // Continue from the copy the journal write returned: the status write below then does not
+                // conflict with it (a 409, a re-read and a second write).
+                if let Some(t) = cx.take_written() {
+                    handle.current = t;
+                }
                 handle
                     .update_as_executor(|s| s.last_operation = Some(operation(&name, OperationState::Completed, how)))
                     .await
@@ -963,8 +983,9 @@ async fn execute(
                 let t = StepTiming {
                     name: name.clone(),
                     how: how.into(),
-                    duration_ms: duration.as_millis() as u64,
-                    waited_ms: waited.as_millis() as u64,
+                    duration_ms,
+                    waited_ms,
+                    acted_ms,
                     destructive: step.destructive(),
                 };
                 op.event(&Event::StepFinished {
@@ -972,6 +993,7 @@ async fn execute(
                     how: how.into(),
                     duration_ms: t.duration_ms,
                     waited_ms: t.waited_ms,
+                    acted_ms: t.acted_ms,
                 });
                 timings.push(t);
             }
@@ -1131,13 +1153,17 @@ fn summarize(task: &str, steps: Vec<StepTiming>, started: Instant, waited: Durat
     let total = started.elapsed().as_millis() as u64;
     let waited_ms = waited.as_millis() as u64;
     let prompt_ms = prompt.as_millis() as u64;
+    let overhead_ms = total.saturating_sub(waited_ms + prompt_ms);
+    let acted_ms = steps.iter().map(|s| s.acted_ms).sum::<u64>().min(overhead_ms);
     Summary {
         task: task.into(),
         steps,
         total_ms: total,
         waited_ms,
         prompt_ms,
-        overhead_ms: total.saturating_sub(waited_ms + prompt_ms),
+        overhead_ms,
+        acted_ms,
+        decided_ms: overhead_ms - acted_ms,
         unverified: Vec::new(),
     }
 }
@@ -1193,7 +1219,9 @@ async fn run_step(
             Ok(done) => break done,
             Err(e) => {
                 attempt += 1;
-                tokio::time::sleep(retry(attempt, e)?).await;
+                let d = retry(attempt, e)?;
+                tokio::time::sleep(d).await;
+                *waited += d;
             }
         }
     };
@@ -1211,7 +1239,9 @@ async fn run_step(
                 Ok(()) => break,
                 Err(e) => {
                     attempt += 1;
-                    tokio::time::sleep(retry(attempt, e)?).await;
+                    let d = retry(attempt, e)?;
+                    tokio::time::sleep(d).await;
+                    *waited += d;
                 }
             }
         }
@@ -1228,6 +1258,10 @@ async fn run_step(
                 attempt += 1;
                 let d = retry(attempt, e)?;
                 tokio::time::sleep(d).await;
+                // Within the waiting span already counted from the first NotReady, if any.
+                if waiting_since.is_none() {
+                    *waited += d;
+                }
                 continue;
             }
         };
@@ -1343,10 +1377,11 @@ mod tests {
             how: "done".into(),
             duration_ms: 12,
             waited_ms: 3,
+            acted_ms: 9,
         };
         assert_eq!(
             serde_json::to_value(&e).unwrap(),
-            json!({"event": "stepFinished", "name": "DeletePersistentVolumeClaims", "how": "done", "durationMs": 12, "waitedMs": 3})
+            json!({"event": "stepFinished", "name": "DeletePersistentVolumeClaims", "how": "done", "durationMs": 12, "waitedMs": 3, "actedMs": 9})
         );
     }
 }

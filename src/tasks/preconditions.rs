@@ -70,7 +70,9 @@ pub fn require_all_members_ready(f: &Facts) -> Result<(), String> {
 /// What admission decides for a task that is not yet running.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
-    /// Wait (FIFO per Etcd): the reason names the task it waits for.
+    /// Wait (FIFO per Etcd): the reason names the task right ahead of it (the latest older unfinished task of
+    /// its Etcd, else the one running), without that task's state, so that the reason stays the same while the
+    /// queue moves up: a queued task's status is written once, not again at every turn of its queue.
     Wait(String),
     /// A duplicate of an unfinished older task: reject.
     Duplicate(String),
@@ -94,7 +96,9 @@ pub fn admission(
     let my_key = duplicate_key(task);
     let ns = task.metadata.namespace.clone().unwrap_or_default();
     let etcd = &task.spec.owner_etcd_refrence;
-    let mut wait_for: Option<(&EtcdOperatorTask, (Option<jiff::Timestamp>, String))> = None;
+    // The latest older unfinished task (the one right ahead), else a running one.
+    let mut ahead: Option<(&EtcdOperatorTask, (Option<jiff::Timestamp>, String))> = None;
+    let mut running_one: Option<&EtcdOperatorTask> = None;
     for other in all {
         if other.metadata.uid == task.metadata.uid || other.metadata.namespace.as_deref().unwrap_or_default() != ns {
             continue;
@@ -116,16 +120,19 @@ pub fn admission(
                 other.metadata.name.clone().unwrap_or_default()
             ));
         }
-        if wait_for.as_ref().is_none_or(|(_, k)| theirs < *k) {
-            wait_for = Some((other, theirs));
+        if theirs < me {
+            if ahead.as_ref().is_none_or(|(_, k)| theirs > *k) {
+                ahead = Some((other, theirs));
+            }
+        } else if running {
+            running_one = Some(other);
         }
     }
-    match wait_for {
-        Some((other, _)) => Admission::Wait(format!(
-            "waiting for task {} ({}, {}) on the same etcd (FIFO)",
+    match ahead.map(|(t, _)| t).or(running_one) {
+        Some(other) => Admission::Wait(format!(
+            "waiting for task {} ({}) ahead of it on the same etcd (FIFO)",
             other.metadata.name.clone().unwrap_or_default(),
             other.spec.type_,
-            other.state().as_str()
         )),
         None => Admission::Proceed,
     }
@@ -190,8 +197,14 @@ mod tests {
         let c = task("c", "e", "C", 2, None);
         let all = vec![c.clone(), b.clone(), a.clone()];
         assert_eq!(admission(&a, &all, by_type), Admission::Proceed);
-        assert!(matches!(admission(&b, &all, by_type), Admission::Wait(r) if r.contains("task a")));
-        assert!(matches!(admission(&c, &all, by_type), Admission::Wait(r) if r.contains("task a")));
+        assert!(matches!(admission(&b, &all, by_type), Admission::Wait(r) if r.contains("task a ")));
+        // Each waits for the one right ahead: its reason does not change when the head finishes.
+        assert!(matches!(admission(&c, &all, by_type), Admission::Wait(r) if r.contains("task b ")));
+        let mut a_done = a.clone();
+        a_done.status.as_mut().unwrap().state = Some(TaskState::Succeeded);
+        let all = vec![c.clone(), b.clone(), a_done];
+        assert_eq!(admission(&b, &all, by_type), Admission::Proceed);
+        assert_eq!(admission(&c, &all, by_type), admission(&c, &[c.clone(), b.clone(), a.clone()], by_type));
     }
 
     #[test]

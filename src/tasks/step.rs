@@ -128,13 +128,15 @@ pub struct StepContext {
     /// The target Etcd, as read when execution (re)started.
     pub etcd: Etcd,
     journal: Mutex<BTreeMap<String, Value>>,
+    /// The task as the last journal write returned it (its resourceVersion is the newest this executor made).
+    written: Mutex<Option<EtcdOperatorTask>>,
 }
 
 impl StepContext {
     /// A context for `task` on `etcd`, with the journal read from the task.
     pub fn new(client: Client, task: EtcdOperatorTask, etcd: Etcd) -> StepContext {
         let journal = journal_of(&task).unwrap_or_default();
-        StepContext { client, task, etcd, journal: Mutex::new(journal) }
+        StepContext { client, task, etcd, journal: Mutex::new(journal), written: Mutex::new(None) }
     }
 
     /// Namespace of the task, which is also the Etcd's (the reconciler rejects tasks elsewhere).
@@ -157,6 +159,12 @@ impl StepContext {
         self.journal.lock().expect("journal").get(key).cloned()
     }
 
+    /// The task as the last journal write since the previous call returned it, if any: the executor continues
+    /// from it, so that its next status write does not conflict with the journal write it made itself.
+    pub fn take_written(&self) -> Option<EtcdOperatorTask> {
+        self.written.lock().expect("written").take()
+    }
+
     /// Records a journal entry on the task (merge patch of the annotation) before returning.
     pub async fn record(&self, key: &str, value: Value) -> Result<(), StepError> {
         // Only what the API server stored counts: the in-memory copy changes after the write succeeded.
@@ -165,10 +173,12 @@ impl StepContext {
         let text = serde_json::to_string(&next).expect("journal serializes");
         let api: Api<EtcdOperatorTask> = Api::namespaced(self.client.clone(), self.namespace());
         let patch = serde_json::json!({"metadata": {"annotations": {JOURNAL_ANNOTATION: text}}});
-        api.patch(self.task_name(), &PatchParams::default(), &Patch::Merge(&patch))
+        let written = api
+            .patch(self.task_name(), &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| StepError::from_kube("recording the step journal", e))?;
         *self.journal.lock().expect("journal") = next;
+        *self.written.lock().expect("written") = Some(written);
         Ok(())
     }
 

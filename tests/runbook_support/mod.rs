@@ -81,6 +81,57 @@ pub fn events(stdout: &str) -> Vec<serde_json::Value> {
     stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
+/// Checks the time accounting of a completed run's `-o jsonl` output and returns its summary: every finished
+/// step reports `waitedMs + actedMs = durationMs` (as does the summary's step table), the summary splits
+/// `totalMs` into waiting, confirmations and druidctl's own share (`overheadMs = actedMs + decidedMs`, `actedMs`
+/// the sum of the steps'), and the task's journal annotation records `waitedMs` and `actedMs` of each step run.
+/// Prints the figures (no threshold is asserted: timings go to the benches).
+pub fn check_time_accounting(stdout: &str, journal: &serde_json::Value, runbook: &str) -> serde_json::Value {
+    let ev = events(stdout);
+    let finished = ev.iter().filter(|e| e["event"] == "stepFinished").collect::<Vec<_>>();
+    assert!(!finished.is_empty(), "no step finished: {stdout}");
+    let ms = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"));
+    for e in &finished {
+        assert_eq!(ms(e, "waitedMs") + ms(e, "actedMs"), ms(e, "durationMs"), "{e}");
+        let rec = &journal[format!("step/{}", e["name"].as_str().unwrap())];
+        assert!(rec["waitedMs"].is_u64() && rec["actedMs"].is_u64(), "journal record of {}: {rec}", e["name"]);
+        assert_eq!(ms(rec, "waitedMs") + ms(rec, "actedMs"), ms(rec, "durationMs"), "{rec}");
+    }
+    let summary = ev.iter().find(|e| e["event"] == "finished").expect("finished event")["summary"].clone();
+    let steps = summary["steps"].as_array().unwrap();
+    for s in steps {
+        assert_eq!(ms(s, "waitedMs") + ms(s, "actedMs"), ms(s, "durationMs"), "{s}");
+    }
+    let acted: u64 = steps.iter().map(|s| ms(s, "actedMs")).sum();
+    // The steps' figures are rounded to whole ms each: their sum is capped at the own share.
+    assert_eq!(ms(&summary, "actedMs"), acted.min(ms(&summary, "overheadMs")), "{summary}");
+    assert_eq!(ms(&summary, "overheadMs"), ms(&summary, "actedMs") + ms(&summary, "decidedMs"), "{summary}");
+    assert_eq!(
+        ms(&summary, "totalMs"),
+        ms(&summary, "waitedMs") + ms(&summary, "promptMs") + ms(&summary, "overheadMs"),
+        "{summary}"
+    );
+    let waited_in_steps: u64 = steps.iter().map(|s| ms(s, "waitedMs")).sum();
+    assert!(waited_in_steps <= ms(&summary, "waitedMs"), "{summary}");
+    eprintln!(
+        "{runbook}: total {} ms, waited {} ms, druidctl's own share {} ms (acting {} ms in the steps, deciding {} ms)",
+        ms(&summary, "totalMs"),
+        ms(&summary, "waitedMs"),
+        ms(&summary, "overheadMs"),
+        ms(&summary, "actedMs"),
+        ms(&summary, "decidedMs")
+    );
+    for s in steps {
+        eprintln!(
+            "  {:<32} {:>6} ms waited {:>6} ms acted",
+            s["name"].as_str().unwrap(),
+            ms(s, "waitedMs"),
+            ms(s, "actedMs")
+        );
+    }
+    summary
+}
+
 /// Names of the steps a run started.
 pub fn started_steps(stdout: &str) -> Vec<String> {
     events(stdout)
