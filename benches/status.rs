@@ -37,7 +37,9 @@ fn healthy_docs(ns: &str, now: Timestamp) -> Vec<Value> {
 /// status subresource as the real controllers do.
 async fn seed(client: &kube::Client, ns: &str, now: Timestamp) {
     let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    match ns_api.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap()).await
+    match ns_api
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
+        .await
     {
         Ok(_) => {}
         // Seeded by an earlier run against the same server (DRUIDCTL_REALK8S_KUBECONFIG): measured as it is.

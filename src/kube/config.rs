@@ -184,6 +184,14 @@ pub fn in_force() -> Option<&'static (String, Duration, bool)> {
 
 /// Connects as kubectl would (see the module doc).
 pub async fn connect(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
+    connect_with(opts, Client::try_from).await
+}
+
+/// Resolves the configuration and builds the client with `build`.
+async fn connect_with(
+    opts: &AccessOptions,
+    build: fn(Config) -> Result<Client, kube::Error>,
+) -> Result<Cluster, ClusterError> {
     let (config, context) = resolve_config(opts).await?;
     let namespace = config.default_namespace.clone();
     let server = config.cluster_url.to_string();
@@ -192,7 +200,7 @@ pub async fn connect(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
         opts.request_timeout.unwrap_or(DEFAULT_READ_TIMEOUT),
         opts.request_timeout.is_none(),
     ));
-    let client = Client::try_from(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
+    let client = build(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
     Ok(Cluster { client, namespace, context, server })
 }
 
@@ -203,16 +211,7 @@ pub async fn connect(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
 ///
 /// For reads only: WebSocket upgrades (port-forward) need HTTP/1.1, so commands that open them use [`connect`].
 pub async fn connect_for_reads(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
-    let (config, context) = resolve_config(opts).await?;
-    let namespace = config.default_namespace.clone();
-    let server = config.cluster_url.to_string();
-    let _ = IN_FORCE.set((
-        server.trim_end_matches('/').to_string(),
-        opts.request_timeout.unwrap_or(DEFAULT_READ_TIMEOUT),
-        opts.request_timeout.is_none(),
-    ));
-    let client = multiplexed_client(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
-    Ok(Cluster { client, namespace, context, server })
+    connect_with(opts, multiplexed_client).await
 }
 
 /// The client of [`connect_for_reads`]: kube's stack (base URI, credentials, headers, timeouts) over a
