@@ -325,11 +325,22 @@ async fn bind(client: &Client, obj: &Value) {
     api.patch(name, &PatchParams::apply("rbac-test").force(), &Patch::Apply(obj)).await.expect("binding");
 }
 
+/// Grants a recorded run may not exercise, each needed by a path named here: (group, resource, verb, why).
+const NOT_ALWAYS_CALLED: &[(&str, &str, &str, &str)] = &[(
+    "druid.gardener.cloud",
+    "etcdoperatortasks",
+    "get",
+    // src/reconciler/execute.rs: a task executed right after its admission is carried on from the admission's
+    // own write; one picked up from the cache (after a restart, a failover or a requeue) is read fresh first.
+    "an executor that starts from the cache reads the task before taking its lease",
+)];
+
 fn unused_grants(role: &str, rules: &[PolicyRule], calls: &BTreeSet<Call>) -> Vec<String> {
     let used = used(calls);
     grants(rules)
         .into_iter()
         .filter(|g| !used.contains(g))
+        .filter(|(g, r, v)| !NOT_ALWAYS_CALLED.iter().any(|(ng, nr, nv, _)| g == ng && r == nr && v == nv))
         .map(|(g, r, v)| format!("{role}: {v} {r}.{g} is granted but no command calls it"))
         .collect()
 }

@@ -48,7 +48,7 @@ async fn a_healthy_cluster_refuses_recovery_member_restore_of_a_healthy_member_a
         server.add_user("intern", &[]);
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("intern.kubeconfig");
-        std::fs::write(&kubeconfig, server.kubeconfig_yaml(pg.url(), "intern", Some(&ns))).unwrap();
+        std::fs::write(&kubeconfig, pg.user_kubeconfig_yaml("intern", Some(&ns)).unwrap()).unwrap();
         let (out, stderr) = recovery_as(&kubeconfig).await;
         assert_eq!(out.status.code(), Some(FORBIDDEN), "{stderr}");
         assert!(one_sentence(&stderr).contains("forbidden"), "{stderr}");
@@ -109,7 +109,7 @@ async fn without_a_terminal_and_without_yes_the_recovery_refuses_before_changing
         server.add_user("viewer", &[]);
         let dir2 = tempfile::tempdir().unwrap();
         let kubeconfig = dir2.path().join("viewer.kubeconfig");
-        std::fs::write(&kubeconfig, server.kubeconfig_yaml(pg.url(), "viewer", Some(&ns))).unwrap();
+        std::fs::write(&kubeconfig, pg.user_kubeconfig_yaml("viewer", Some(&ns)).unwrap()).unwrap();
         let (out, stderr) = recovery_as(&kubeconfig).await;
         assert_eq!(out.status.code(), Some(5), "{stderr}");
         let line = one_sentence(&stderr);

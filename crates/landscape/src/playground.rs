@@ -413,6 +413,12 @@ impl Playground {
         }
     }
 
+    /// A kubeconfig for `user` of the embedded API server, as the playground's own (its CA, the user's token);
+    /// `None` against an external server.
+    pub fn user_kubeconfig_yaml(&self, user: &str, namespace: Option<&str>) -> Option<String> {
+        self.embedded.as_ref().map(|(server, endpoint)| server.kubeconfig_yaml_for(endpoint, user, namespace))
+    }
+
     /// The embedded API server, or `None` when the playground runs against an external one. Fault injection,
     /// the request log, admission hooks and extra users exist only there.
     pub fn embedded_server(&self) -> Option<&ApiServer> {
