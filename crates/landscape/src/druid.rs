@@ -285,28 +285,67 @@ async fn observe_status(
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
     let etcd_name = etcd.metadata.name.clone().unwrap_or_default();
     let names = etcd.managed_names();
-    let sts = Api::<StatefulSet>::namespaced(client.clone(), &ns)
-        .get_opt(&names.statefulset())
-        .await
-        .map_err(|e| LandscapeError::kube("get statefulset", e))?;
+    // From the watch-driven caches once they are filled, as etcd-druid reads them through its cached client;
+    // from the API server before.
     let selector = format!("{LABEL_PART_OF}={etcd_name}");
+    let part_of = |labels: &Option<std::collections::BTreeMap<String, String>>| {
+        labels.as_ref().and_then(|l| l.get(LABEL_PART_OF)).is_some_and(|v| *v == etcd_name)
+    };
+    let cache = &ctx.druid_cache;
+    let sts = match cache.statefulsets.all() {
+        Some(all) => all
+            .iter()
+            .find(|s| s.metadata.namespace.as_deref() == Some(&ns) && s.metadata.name == Some(names.statefulset()))
+            .map(|s| (**s).clone()),
+        None => Api::<StatefulSet>::namespaced(client.clone(), &ns)
+            .get_opt(&names.statefulset())
+            .await
+            .map_err(|e| LandscapeError::kube("get statefulset", e))?,
+    };
     let lp = ListParams::default().labels(&selector);
-    let leases = Api::<Lease>::namespaced(client.clone(), &ns)
-        .list(&lp)
-        .await
-        .map_err(|e| LandscapeError::kube("list leases", e))?;
-    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
-        .list(&lp)
-        .await
-        .map_err(|e| LandscapeError::kube("list pods", e))?;
-    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default().fields("type=Warning"))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    let lease = |n: &str| leases.items.iter().find(|l| l.metadata.name.as_deref() == Some(n));
+    let leases: Vec<Lease> = match cache.leases.all() {
+        Some(all) => all
+            .iter()
+            .filter(|l| l.metadata.namespace.as_deref() == Some(&ns) && part_of(&l.metadata.labels))
+            .map(|l| (**l).clone())
+            .collect(),
+        None => {
+            Api::<Lease>::namespaced(client.clone(), &ns)
+                .list(&lp)
+                .await
+                .map_err(|e| LandscapeError::kube("list leases", e))?
+                .items
+        }
+    };
+    let pods: Vec<Pod> = match cache.pods.all() {
+        Some(all) => all
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(&ns) && part_of(&p.metadata.labels))
+            .map(|p| (**p).clone())
+            .collect(),
+        None => {
+            Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&lp)
+                .await
+                .map_err(|e| LandscapeError::kube("list pods", e))?
+                .items
+        }
+    };
+    let events: Vec<k8s_openapi::api::core::v1::Event> = match cache.events.all() {
+        Some(all) => all
+            .iter()
+            .filter(|e| e.metadata.namespace.as_deref() == Some(&ns) && e.type_.as_deref() == Some("Warning"))
+            .map(|e| (**e).clone())
+            .collect(),
+        None => Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default().fields("type=Warning"))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default(),
+    };
+    let lease = |n: &str| leases.iter().find(|l| l.metadata.name.as_deref() == Some(n));
     let has_condition = |n: &str, type_: &str| {
-        pods.items.iter().any(|p| {
+        pods.iter().any(|p| {
             p.metadata.name.as_deref() == Some(n)
                 && p.metadata.deletion_timestamp.is_none()
                 && p.status
@@ -373,10 +412,9 @@ async fn observe_status(
             update_revision: st.update_revision.unwrap_or_default(),
         }
     });
-    let current = pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32;
+    let current = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32;
     let ready =
-        pods.items.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| has_condition(n, "Ready"))).count()
-            as i32;
+        pods.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| has_condition(n, "Ready"))).count() as i32;
     let observed_generation = if reconciled_now {
         etcd.metadata.generation
     } else {
