@@ -243,7 +243,8 @@ pub(crate) struct Ctx {
     /// store and delta period) on every pass.
     pub(crate) etcds: cache::Cache<druid_api::Etcd>,
     /// What etcd-druid's status check reads from its cache (controller-runtime's cached client): the pods,
-    /// member and snapshot leases, StatefulSets and Events.
+    /// member and snapshot leases, StatefulSets and Events; the disruption controller model reads the pods and
+    /// StatefulSets from it too.
     pub(crate) druid_cache: DruidCache,
 }
 
