@@ -243,8 +243,7 @@ pub(crate) struct Ctx {
     /// store and delta period) on every pass.
     pub(crate) etcds: cache::Cache<druid_api::Etcd>,
     /// What etcd-druid's status check reads from its cache (controller-runtime's cached client): the pods,
-    /// member and snapshot leases, StatefulSets and Events; the disruption controller model reads the pods and
-    /// StatefulSets from it too.
+    /// member and snapshot leases, StatefulSets and Events.
     pub(crate) druid_cache: DruidCache,
 }
 

@@ -51,27 +51,17 @@ async fn disruption_status(ctx: &Ctx) {
     if list.items.is_empty() {
         return;
     }
-    // Pods and StatefulSets from the landscape's watch-driven caches once filled (the disruption controller
-    // reads them from its informers), from the API server before.
-    let in_ns = |m: &kube::api::ObjectMeta| m.namespace.as_deref() == Some(ns);
-    let pods: Vec<Pod> = match ctx.druid_cache.pods.all() {
-        Some(all) => all.iter().filter(|p| in_ns(&p.metadata)).map(|p| (**p).clone()).collect(),
-        None => match api::<Pod>(ctx, Some(ns)).list(&ListParams::default()).await {
-            Ok(l) => l.items,
-            Err(_) => return,
-        },
-    };
-    let sets: Vec<StatefulSet> = match ctx.druid_cache.statefulsets.all() {
-        Some(all) => all.iter().filter(|s| in_ns(&s.metadata)).map(|s| (**s).clone()).collect(),
-        None => {
-            api::<StatefulSet>(ctx, Some(ns)).list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default()
-        }
-    };
+    let Ok(pods) = api::<Pod>(ctx, Some(ns)).list(&ListParams::default()).await else { return };
+    let sets =
+        api::<StatefulSet>(ctx, Some(ns)).list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
     for pdb in list.items {
         let spec = pdb.spec.clone().unwrap_or_default();
         let Some(selector) = spec.selector.as_ref() else { continue };
-        let matched: Vec<&Pod> =
-            pods.iter().filter(|p| selects(selector, p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))).collect();
+        let matched: Vec<&Pod> = pods
+            .items
+            .iter()
+            .filter(|p| selects(selector, p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())))
+            .collect();
         let healthy = matched
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
