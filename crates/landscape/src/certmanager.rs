@@ -18,6 +18,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::runtime::reflector::Store;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -130,8 +131,15 @@ impl Drop for CertManager {
 
 /// The actor loop (also spawned by the landscape).
 pub(crate) async fn run(client: Client, opts: CertManagerOptions, cancel: CancellationToken, faults: IssuanceFaults) {
+    // cert-manager's issuing and trigger controllers read Secrets from its informer cache, not from the API
+    // server on every sync (pkg/controller/certificates/trigger, issuing: `secretLister`).
+    let secret_api: Api<Secret> = match &opts.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let secrets = crate::cache::spawn_store(secret_api, cancel.clone());
     loop {
-        if let Err(e) = reconcile_all(&client, &opts, &faults).await {
+        if let Err(e) = reconcile_all(&client, &opts, &faults, &secrets).await {
             tracing::debug!(error = %e, "cert-manager actor: reconcile failed; retrying");
         }
         tokio::select! {
@@ -141,7 +149,12 @@ pub(crate) async fn run(client: Client, opts: CertManagerOptions, cancel: Cancel
     }
 }
 
-async fn reconcile_all(client: &Client, opts: &CertManagerOptions, faults: &IssuanceFaults) -> Result<(), kube::Error> {
+async fn reconcile_all(
+    client: &Client,
+    opts: &CertManagerOptions,
+    faults: &IssuanceFaults,
+    secrets: &Store<Secret>,
+) -> Result<(), kube::Error> {
     let ar = certificate_resource();
     let api: Api<DynamicObject> = match &opts.namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
@@ -150,7 +163,7 @@ async fn reconcile_all(client: &Client, opts: &CertManagerOptions, faults: &Issu
     for obj in api.list(&ListParams::default()).await?.items {
         let ns = obj.metadata.namespace.clone().unwrap_or_default();
         let name = obj.metadata.name.clone().unwrap_or_default();
-        if let Err(e) = reconcile(client, &ns, &name, obj, faults, &opts.ca_issuers).await {
+        if let Err(e) = reconcile(client, &ns, &name, obj, faults, &opts.ca_issuers, secrets).await {
             tracing::debug!(error = %e, certificate = %format!("{ns}/{name}"), "cert-manager actor: certificate failed");
         }
     }
@@ -200,6 +213,7 @@ async fn reconcile(
     mut obj: DynamicObject,
     faults: &IssuanceFaults,
     ca_issuers: &[(String, String)],
+    secrets: &Store<Secret>,
 ) -> Result<(), kube::Error> {
     let cert: Certificate = match serde_json::to_value(&obj).ok().and_then(|v| serde_json::from_value(v).ok()) {
         Some(c) => c,
@@ -250,8 +264,9 @@ async fn reconcile(
             }
         }
         _ => {
-            let secret_missing =
-                Api::<Secret>::namespaced(client.clone(), ns).get_opt(&cert.spec.secret_name).await?.is_none();
+            // A Secret the cache does not hold yet is looked up before it counts as missing.
+            let secret_missing = crate::cache::cached(secrets, ns, &cert.spec.secret_name).is_none()
+                && Api::<Secret>::namespaced(client.clone(), ns).get_opt(&cert.spec.secret_name).await?.is_none();
             let reason = if status.revision.is_none() || secret_missing {
                 Some(("DoesNotExist", "Issuing certificate as Secret does not exist"))
             } else if status.renewal_time.as_ref().is_some_and(|t| now >= t.0) {

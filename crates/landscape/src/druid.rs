@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use super::resources;
 use super::status::{
-    BackupObservation, EtcdObservation, MemberObservation, StatefulSetObservation, carry_transition_times,
-    compute_status,
+    BackupObservation, EtcdObservation, HEALTH_TYPES, MemberObservation, StatefulSetObservation,
+    carry_transition_times, compute_status,
 };
 use super::{Ctx, LandscapeError, tick};
 use druid_api::Etcd;
@@ -42,17 +42,27 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
 
 async fn pass(ctx: &Ctx) -> Result<(), LandscapeError> {
     let client = ctx.clients.druid.clone();
-    let api: Api<Etcd> = match &ctx.opts.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
+    // Listed as JSON: the status as stored, with the fields the typed `Etcd` does not model (`selector`,
+    // `etcd`, `peerUrlTLSEnabled`), so an unchanged status compares equal and is not written again.
+    let raw: Api<DynamicObject> = match &ctx.opts.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Etcd>(&())),
+        None => Api::all_with(client.clone(), &ApiResource::erase::<Etcd>(&())),
     };
-    let etcds = api.list(&ListParams::default()).await.map_err(|e| LandscapeError::kube("list etcds", e))?;
-    for etcd in etcds.items {
-        if etcd.metadata.deletion_timestamp.is_some() {
+    let etcds = raw.list(&ListParams::default()).await.map_err(|e| LandscapeError::kube("list etcds", e))?;
+    for obj in etcds.items {
+        if obj.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let name = etcd.metadata.name.clone().unwrap_or_default();
-        if let Err(e) = reconcile(ctx, &client, etcd).await {
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let stored_status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        let etcd: Etcd = match serde_json::to_value(&obj).and_then(serde_json::from_value) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::debug!(etcd = %name, error = %e, "druid: Etcd not readable");
+                continue;
+            }
+        };
+        if let Err(e) = reconcile(ctx, &client, etcd, stored_status).await {
             tracing::debug!(etcd = %name, error = %e, "druid reconcile failed");
         }
     }
@@ -152,7 +162,7 @@ async fn create_or_patch(client: &Client, ns: &str, obj: Value, patch_existing: 
     }
 }
 
-async fn reconcile(ctx: &Ctx, client: &Client, etcd: Etcd) -> Result<(), LandscapeError> {
+async fn reconcile(ctx: &Ctx, client: &Client, etcd: Etcd, old: Value) -> Result<(), LandscapeError> {
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
     let name = etcd.metadata.name.clone().unwrap_or_default();
     let names = etcd.managed_names();
@@ -194,8 +204,7 @@ async fn reconcile(ctx: &Ctx, client: &Client, etcd: Etcd) -> Result<(), Landsca
                 .map_err(|e| LandscapeError::kube("remove operation annotation", e))?;
         }
     }
-    let status = observe_status(ctx, client, &etcd, reconciled_now).await?;
-    let old = etcd.status.as_ref().map(|s| serde_json::to_value(s).unwrap_or_default()).unwrap_or(Value::Null);
+    let status = observe_status(ctx, client, &etcd, &old, reconciled_now).await?;
     let mut new = status;
     carry_transition_times(&mut new, &old);
     if reconciled_now {
@@ -205,13 +214,45 @@ async fn reconcile(ctx: &Ctx, client: &Client, etcd: Etcd) -> Result<(), Landsca
     } else if let Some(lo) = old.get("lastOperation") {
         new["lastOperation"] = lo.clone();
     }
-    if !status_equal(&new, &old) {
+    // etcd-druid writes the status on every status sync (`--etcd-status-sync-period`, default 15s,
+    // internal/controller/etcd/config.go) with a fresh `lastUpdateTime` on every condition (builder.go), and
+    // whenever a reconcile changes it; between syncs an unchanged status is not written.
+    let now = jiff::Timestamp::now();
+    let synced_ago = last_update(&old).map(|t| now.duration_since(t));
+    let sync_due = synced_ago.is_none_or(|d| d >= jiff::SignedDuration::from_secs(STATUS_SYNC_PERIOD.as_secs() as i64));
+    if !status_equal(&new, &old) || sync_due {
+        stamp_update_time(&mut new, now);
         etcd_api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": new})))
             .await
             .map_err(|e| LandscapeError::kube("update etcd status", e))?;
     }
     Ok(())
+}
+
+/// etcd-druid's default `--etcd-status-sync-period`.
+const STATUS_SYNC_PERIOD: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The newest `lastUpdateTime` of the conditions: when druid last synced this status.
+fn last_update(status: &Value) -> Option<jiff::Timestamp> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .filter(|c| c["type"].as_str().is_some_and(|t| HEALTH_TYPES.contains(&t)))
+        .filter_map(|c| c["lastUpdateTime"].as_str()?.parse().ok())
+        .max()
+}
+
+/// builder.go: every condition the health check computes gets `lastUpdateTime` = now; the others (written by
+/// the compaction controller) stay as they were.
+fn stamp_update_time(status: &mut Value, now: jiff::Timestamp) {
+    if let Some(conds) = status["conditions"].as_array_mut() {
+        for c in conds {
+            if c["type"].as_str().is_some_and(|t| HEALTH_TYPES.contains(&t)) {
+                c["lastUpdateTime"] = json!(now.to_string());
+            }
+        }
+    }
 }
 
 /// Compares two statuses ignoring update timestamps the API server may reformat.
@@ -238,33 +279,73 @@ async fn observe_status(
     ctx: &Ctx,
     client: &Client,
     etcd: &Etcd,
+    previous: &Value,
     reconciled_now: bool,
 ) -> Result<Value, LandscapeError> {
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
     let etcd_name = etcd.metadata.name.clone().unwrap_or_default();
     let names = etcd.managed_names();
-    let sts = Api::<StatefulSet>::namespaced(client.clone(), &ns)
-        .get_opt(&names.statefulset())
-        .await
-        .map_err(|e| LandscapeError::kube("get statefulset", e))?;
+    // From the watch-driven caches once they are filled, as etcd-druid reads them through its cached client;
+    // from the API server before.
     let selector = format!("{LABEL_PART_OF}={etcd_name}");
+    let part_of = |labels: &Option<std::collections::BTreeMap<String, String>>| {
+        labels.as_ref().and_then(|l| l.get(LABEL_PART_OF)).is_some_and(|v| *v == etcd_name)
+    };
+    let cache = &ctx.druid_cache;
+    let sts = match cache.statefulsets.all() {
+        Some(all) => all
+            .iter()
+            .find(|s| s.metadata.namespace.as_deref() == Some(&ns) && s.metadata.name == Some(names.statefulset()))
+            .map(|s| (**s).clone()),
+        None => Api::<StatefulSet>::namespaced(client.clone(), &ns)
+            .get_opt(&names.statefulset())
+            .await
+            .map_err(|e| LandscapeError::kube("get statefulset", e))?,
+    };
     let lp = ListParams::default().labels(&selector);
-    let leases = Api::<Lease>::namespaced(client.clone(), &ns)
-        .list(&lp)
-        .await
-        .map_err(|e| LandscapeError::kube("list leases", e))?;
-    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
-        .list(&lp)
-        .await
-        .map_err(|e| LandscapeError::kube("list pods", e))?;
-    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default().fields("type=Warning"))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    let lease = |n: &str| leases.items.iter().find(|l| l.metadata.name.as_deref() == Some(n));
+    let leases: Vec<Lease> = match cache.leases.all() {
+        Some(all) => all
+            .iter()
+            .filter(|l| l.metadata.namespace.as_deref() == Some(&ns) && part_of(&l.metadata.labels))
+            .map(|l| (**l).clone())
+            .collect(),
+        None => {
+            Api::<Lease>::namespaced(client.clone(), &ns)
+                .list(&lp)
+                .await
+                .map_err(|e| LandscapeError::kube("list leases", e))?
+                .items
+        }
+    };
+    let pods: Vec<Pod> = match cache.pods.all() {
+        Some(all) => all
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(&ns) && part_of(&p.metadata.labels))
+            .map(|p| (**p).clone())
+            .collect(),
+        None => {
+            Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&lp)
+                .await
+                .map_err(|e| LandscapeError::kube("list pods", e))?
+                .items
+        }
+    };
+    let events: Vec<k8s_openapi::api::core::v1::Event> = match cache.events.all() {
+        Some(all) => all
+            .iter()
+            .filter(|e| e.metadata.namespace.as_deref() == Some(&ns) && e.type_.as_deref() == Some("Warning"))
+            .map(|e| (**e).clone())
+            .collect(),
+        None => Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default().fields("type=Warning"))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default(),
+    };
+    let lease = |n: &str| leases.iter().find(|l| l.metadata.name.as_deref() == Some(n));
     let has_condition = |n: &str, type_: &str| {
-        pods.items.iter().any(|p| {
+        pods.iter().any(|p| {
             p.metadata.name.as_deref() == Some(n)
                 && p.metadata.deletion_timestamp.is_none()
                 && p.status
@@ -331,10 +412,9 @@ async fn observe_status(
             update_revision: st.update_revision.unwrap_or_default(),
         }
     });
-    let current = pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32;
+    let current = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32;
     let ready =
-        pods.items.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| has_condition(n, "Ready"))).count()
-            as i32;
+        pods.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| has_condition(n, "Ready"))).count() as i32;
     let observed_generation = if reconciled_now {
         etcd.metadata.generation
     } else {
@@ -353,7 +433,7 @@ async fn observe_status(
         volume_warnings,
         selector: format!("app.kubernetes.io/managed-by=etcd-druid,{LABEL_PART_OF}={etcd_name}"),
         peer_tls: etcd.spec.etcd.peer_url_tls.is_some(),
-        previous: etcd.status.as_ref().map(|s| serde_json::to_value(s).unwrap_or_default()).unwrap_or(Value::Null),
+        previous: previous.clone(),
         // The landscape's etcd-druid runs with member thresholds matched to its short heartbeats
         // (controllers.etcd.etcdMember.unknownThreshold / notReadyThreshold in druid's configuration).
         unknown_threshold_seconds: lease_seconds,

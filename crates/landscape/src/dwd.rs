@@ -66,9 +66,13 @@ async fn pass(ctx: &Ctx) -> Result<(), LandscapeError> {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let etcds = etcd_api.list(&ListParams::default()).await.map_err(|e| LandscapeError::kube("list etcds", e))?;
+    // The Etcds from the landscape's watch once it is filled, from the API server before.
+    let etcds: Vec<Etcd> = match ctx.etcds.all() {
+        Some(all) => all.iter().map(|e| (**e).clone()).collect(),
+        None => etcd_api.list(&ListParams::default()).await.map_err(|e| LandscapeError::kube("list etcds", e))?.items,
+    };
     let mut lost_by_ns: BTreeMap<String, bool> = BTreeMap::new();
-    for e in &etcds.items {
+    for e in &etcds {
         let status = e.status.as_ref().map(|s| serde_json::to_value(s).unwrap_or_default()).unwrap_or_default();
         let lost = condition(&status, "Ready").is_some_and(|(s, _)| s != "True");
         *lost_by_ns.entry(e.metadata.namespace.clone().unwrap_or_default()).or_default() |= lost;

@@ -29,6 +29,7 @@
 pub mod etcd;
 
 pub mod backup;
+mod cache;
 pub mod certmanager;
 pub mod druid;
 pub mod dwd;
@@ -238,6 +239,41 @@ pub(crate) struct Ctx {
     pub(crate) provisioned: Mutex<HashSet<String>>,
     /// When the kubelet last renewed its node leases.
     pub(crate) node_heartbeat: Mutex<Option<std::time::Instant>>,
+    /// The Etcds, kept current by a watch: what the sidecars read of their Etcd (member name prefix, backup
+    /// store and delta period) on every pass.
+    pub(crate) etcds: cache::Cache<druid_api::Etcd>,
+    /// What etcd-druid's status check reads from its cache (controller-runtime's cached client): the pods,
+    /// member and snapshot leases, StatefulSets and Events.
+    pub(crate) druid_cache: DruidCache,
+}
+
+/// The watch-driven caches of the druid actor's status check.
+pub(crate) struct DruidCache {
+    pub(crate) pods: cache::Cache<k8s_openapi::api::core::v1::Pod>,
+    pub(crate) leases: cache::Cache<k8s_openapi::api::coordination::v1::Lease>,
+    pub(crate) statefulsets: cache::Cache<k8s_openapi::api::apps::v1::StatefulSet>,
+    pub(crate) events: cache::Cache<k8s_openapi::api::core::v1::Event>,
+}
+
+impl DruidCache {
+    fn start(client: &kube::Client, namespace: Option<&str>, cancel: &CancellationToken) -> DruidCache {
+        fn api<K>(client: &kube::Client, ns: Option<&str>) -> kube::Api<K>
+        where
+            K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+            K::DynamicType: Default,
+        {
+            match ns {
+                Some(ns) => kube::Api::namespaced(client.clone(), ns),
+                None => kube::Api::all(client.clone()),
+            }
+        }
+        DruidCache {
+            pods: cache::spawn_cache(api(client, namespace), cancel.clone()),
+            leases: cache::spawn_cache(api(client, namespace), cancel.clone()),
+            statefulsets: cache::spawn_cache(api(client, namespace), cancel.clone()),
+            events: cache::spawn_cache(api(client, namespace), cancel.clone()),
+        }
+    }
 }
 
 impl Ctx {
@@ -300,11 +336,18 @@ impl Landscape {
             let p = opts.state_dir.join(sub);
             std::fs::create_dir_all(&p).map_err(|e| LandscapeError::Io { action: "create", path: p, source: e })?;
         }
+        let cancel = CancellationToken::new();
+        let etcd_api: kube::Api<druid_api::Etcd> = match &opts.namespace {
+            Some(ns) => kube::Api::namespaced(clients.druid.clone(), ns),
+            None => kube::Api::all(clients.druid.clone()),
+        };
+        let etcds = cache::spawn_cache(etcd_api, cancel.clone());
+        let druid_cache = DruidCache::start(&clients.druid, opts.namespace.as_deref(), &cancel);
         let ctx = Arc::new(Ctx {
             clients,
             opts,
             etcd,
-            cancel: CancellationToken::new(),
+            cancel,
             registrar,
             members: Mutex::default(),
             ports: Mutex::default(),
@@ -314,6 +357,8 @@ impl Landscape {
             pod_uids: Mutex::default(),
             provisioned: Mutex::default(),
             node_heartbeat: Mutex::default(),
+            etcds,
+            druid_cache,
         });
         let tasks = vec![
             tokio::spawn(druid::run(ctx.clone())),

@@ -71,6 +71,8 @@ struct State {
     registered_backend: bool,
     posted: Option<PodView>,
     held_down_until: Option<Instant>,
+    /// The member lease's last renewal by this sidecar: when, and with which holder identity.
+    lease_renewed: Option<(Instant, String)>,
     /// The sidecar's HTTPS configuration while the Etcd has `spec.backup.tls` (loaded with the member's start,
     /// as the container mounts the secret); `None` serves plain HTTP.
     backup_tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
@@ -270,6 +272,9 @@ impl MemberRuntime {
 
     async fn etcd_object(&self) -> Option<Etcd> {
         let ctx = self.ctx.upgrade()?;
+        if let Some(e) = crate::cache::cached(&ctx.etcds.store, &self.namespace, &self.etcd) {
+            return Some(e);
+        }
         Api::<Etcd>::namespaced(ctx.clients.backup_restore.clone(), &self.namespace).get_opt(&self.etcd).await.ok()?
     }
 
@@ -320,13 +325,29 @@ impl MemberRuntime {
         let Some(ctx) = self.ctx.upgrade() else { return };
         let api = Api::<Lease>::namespaced(ctx.clients.backup_restore.clone(), &self.namespace);
         let holder = format!("{id:x}:{cluster_id:x}:{}", if leader { "Leader" } else { "Member" });
+        // etcd-backup-restore renews the member lease on its heartbeat ticker (`--k8s-heartbeat-duration`,
+        // which etcd-druid sets from `spec.etcd.heartbeatDuration`, default 10s, against a member unknown
+        // threshold of 1m: six heartbeats per threshold). The landscape keeps that ratio to its shorter lease
+        // (`lease_seconds` is its unknown threshold); a new holder (role or member change) is written at once.
+        let period = Duration::from_millis(u64::from(ctx.opts.lease_seconds.max(1) as u32) * 1000 / 6);
+        if self
+            .state
+            .lock()
+            .expect("state")
+            .lease_renewed
+            .as_ref()
+            .is_some_and(|(at, h)| *h == holder && at.elapsed() < period)
+        {
+            return;
+        }
         let lease = match self.etcd_object().await {
             Some(e) => e.managed_names().member_of_pod(&self.pod),
             None => self.pod.clone(),
         };
         let patch = json!({"spec": {"holderIdentity": holder, "renewTime": micro_time_now()}});
-        if let Err(e) = api.patch(&lease, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            tracing::debug!(lease = %lease, error = %e, "member lease not renewed");
+        match api.patch(&lease, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => self.state.lock().expect("state").lease_renewed = Some((Instant::now(), holder)),
+            Err(e) => tracing::debug!(lease = %lease, error = %e, "member lease not renewed"),
         }
     }
 

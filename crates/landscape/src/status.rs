@@ -108,7 +108,8 @@ fn parse_holder(h: &str) -> Option<(&str, Option<&str>, Option<&str>)> {
     Some((id, cluster, matches!(role, "Leader" | "Member").then_some(role)))
 }
 
-const HEALTH_TYPES: &[&str] =
+/// The conditions the health check computes (builder.go); others are kept as they were.
+pub const HEALTH_TYPES: &[&str] =
     &["AllMembersReady", "AllMembersUpdated", "BackupReady", "ClusterIDMismatch", "DataVolumesReady", "Ready"];
 
 /// Computes `status` (without carrying over old transition times; see [`carry_transition_times`]).
@@ -327,8 +328,10 @@ fn backup_condition(obs: &EtcdObservation, now: Timestamp, cond: &dyn Fn(&str, &
     unknown("Cannot determine etcd backup status")
 }
 
-/// Keeps `lastTransitionTime` (and `lastUpdateTime` of unchanged conditions) of conditions and members
-/// whose status and reason did not change, so transition times mean what they say.
+/// Carries the times of the status before this pass over, as etcd-druid's builders do: a condition
+/// (`internal/health/condition/builder.go`) or member (`internal/health/etcdmember/builder.go`) keeps its
+/// `lastTransitionTime` while its `status` stays the same, whatever the reason; a condition keeps its
+/// `lastUpdateTime` here, which is set when the status is written (the druid actor's status sync).
 pub fn carry_transition_times(new: &mut Value, old: &Value) {
     for (list, key) in [("conditions", "type"), ("members", "name")] {
         let Some(items) = new[list].as_array_mut() else { continue };
@@ -336,11 +339,13 @@ pub fn carry_transition_times(new: &mut Value, old: &Value) {
             let Some(prev) = old[list].as_array().and_then(|a| a.iter().find(|o| o[key] == item[key])) else {
                 continue;
             };
-            if prev["status"] == item["status"] && prev["reason"] == item["reason"] {
-                for t in ["lastTransitionTime", "lastUpdateTime"] {
-                    if !prev[t].is_null() && !item[t].is_null() {
-                        item[t] = prev[t].clone();
-                    }
+            let mut carried = vec!["lastUpdateTime"];
+            if prev["status"] == item["status"] {
+                carried.push("lastTransitionTime");
+            }
+            for t in carried {
+                if !prev[t].is_null() && !item[t].is_null() {
+                    item[t] = prev[t].clone();
                 }
             }
         }
@@ -488,5 +493,26 @@ mod tests {
         carry_transition_times(&mut new, &old);
         assert_eq!(new["conditions"][0]["lastTransitionTime"], old["conditions"][0]["lastTransitionTime"]);
         assert_eq!(new["members"][1]["lastTransitionTime"], old["members"][1]["lastTransitionTime"]);
+    }
+
+    #[test]
+    fn a_new_reason_keeps_the_transition_time_a_new_status_does_not() {
+        let t0 = Timestamp::now();
+        let mut o = obs([0, 8, 30], t0);
+        o.members[1].containers_ready = true;
+        let old = compute_status(&o, t0);
+        assert_eq!(old["members"][1]["reason"], "LeaseExpired");
+        let t1 = t0 + jiff::SignedDuration::from_secs(1);
+        o.members[1].containers_ready = false;
+        o.members[1].renew_time = Some(t1 - jiff::SignedDuration::from_secs(30));
+        let mut new = compute_status(&o, t1);
+        carry_transition_times(&mut new, &old);
+        assert_eq!(new["members"][1]["status"], "NotReady");
+        assert_ne!(
+            new["members"][1]["lastTransitionTime"], old["members"][1]["lastTransitionTime"],
+            "Unknown -> NotReady"
+        );
+        assert_eq!(new["members"][2]["reason"], "UnknownGracePeriodExceeded");
+        assert_eq!(new["members"][2]["lastTransitionTime"], old["members"][2]["lastTransitionTime"], "still NotReady");
     }
 }
