@@ -7,6 +7,7 @@
 //! labels of `api/core/v1alpha1/helper.go`). PVC and lease names are the ones etcd-druid derives
 //! ([`druid_api::names::ManagedNames`], including `spec.memberNamePrefix`).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -207,24 +208,49 @@ impl Listed {
 /// The inputs of `etcd`, taken out of the scope's LISTs by the names etcd-druid derives (in ordinal order, as
 /// the GETs used to return them).
 fn split(listed: &Listed, etcd: Etcd) -> HealthInputs {
+    inputs_of(etcd, &listed.pods, &listed.pvcs, &listed.leases, listed.tasks.as_deref())
+}
+
+/// The inputs of `etcd` out of objects held by namespace and name (LIST results, or `status --watch`'s stores):
+/// its pods, PVCs and leases by the names etcd-druid derives ([`crate::api::names::ManagedNames`], in ordinal
+/// order) and the tasks that target it.
+pub(crate) fn inputs_of<P, C, L, T>(
+    etcd: Etcd,
+    pods: &BTreeMap<(String, String), P>,
+    pvcs: &BTreeMap<(String, String), C>,
+    leases: &BTreeMap<(String, String), L>,
+    tasks: Option<&[T]>,
+) -> HealthInputs
+where
+    P: Borrow<Pod>,
+    C: Borrow<PersistentVolumeClaim>,
+    L: Borrow<Lease>,
+    T: Borrow<EtcdOperatorTask>,
+{
     let ns = etcd.metadata.namespace.clone().unwrap_or_default();
     let name = etcd.metadata.name.clone().unwrap_or_default();
     let names = etcd.managed_names();
     let n = u32::try_from(etcd.spec.replicas.max(0)).unwrap_or(0);
     let mut lease_names: Vec<String> = (0..n).map(|i| names.member_lease(i)).collect();
     lease_names.extend([names.full_snapshot_lease(), names.delta_snapshot_lease()]);
-    fn take<K: Clone>(map: &ByKey<K>, ns: &str, wanted: impl IntoIterator<Item = String>) -> Vec<K> {
+    fn take<K: Clone, V: Borrow<K>>(
+        map: &BTreeMap<(String, String), V>,
+        ns: &str,
+        wanted: impl IntoIterator<Item = String>,
+    ) -> Vec<K> {
         let mut seen = HashSet::new();
         wanted
             .into_iter()
             .filter(|w| seen.insert(w.clone()))
-            .filter_map(|w| map.get(&(ns.to_string(), w)).cloned())
+            .filter_map(|w| map.get(&(ns.to_string(), w)).map(|o| o.borrow().clone()))
             .collect()
     }
-    let pods = take(&listed.pods, &ns, (0..n).map(|i| names.pod(i)));
-    let pvcs = take(&listed.pvcs, &ns, (0..n).map(|i| names.pvc(i)));
-    let leases = take(&listed.leases, &ns, lease_names);
-    let tasks = listed.tasks.as_ref().map(|all| all.iter().filter(|t| t.targets(&ns, &name)).cloned().collect());
+    let pods = take(pods, &ns, (0..n).map(|i| names.pod(i)));
+    let pvcs = take(pvcs, &ns, (0..n).map(|i| names.pvc(i)));
+    let leases = take(leases, &ns, lease_names);
+    let tasks = tasks.map(|all| {
+        all.iter().map(Borrow::borrow).filter(|t: &&EtcdOperatorTask| t.targets(&ns, &name)).cloned().collect()
+    });
     HealthInputs { etcd, pods, pvcs, leases, tasks }
 }
 

@@ -288,38 +288,7 @@ impl Watched {
         let etcds = self.etcds();
         let (pods, pvcs, leases) = (index(&self.pods), index(&self.pvcs), index(&self.leases));
         let tasks = self.tasks.as_ref().map(|s| s.state());
-        etcds
-            .into_iter()
-            .map(|etcd| {
-                let ns = etcd.metadata.namespace.clone().unwrap_or_default();
-                let name = etcd.metadata.name.clone().unwrap_or_default();
-                let names = etcd.managed_names();
-                let n = u32::try_from(etcd.spec.replicas.max(0)).unwrap_or(0);
-                let mut lease_names: Vec<String> = (0..n).map(|i| names.member_lease(i)).collect();
-                lease_names.extend([names.full_snapshot_lease(), names.delta_snapshot_lease()]);
-                fn take<K: Clone>(
-                    map: &BTreeMap<(String, String), std::sync::Arc<K>>,
-                    ns: &str,
-                    wanted: impl IntoIterator<Item = String>,
-                ) -> Vec<K> {
-                    let mut seen = HashSet::new();
-                    wanted
-                        .into_iter()
-                        .filter(|w| seen.insert(w.clone()))
-                        .filter_map(|w| map.get(&(ns.to_string(), w)).map(|o| (**o).clone()))
-                        .collect()
-                }
-                HealthInputs {
-                    pods: take(&pods, &ns, (0..n).map(|i| names.pod(i))),
-                    pvcs: take(&pvcs, &ns, (0..n).map(|i| names.pvc(i))),
-                    leases: take(&leases, &ns, lease_names),
-                    tasks: tasks
-                        .as_ref()
-                        .map(|all| all.iter().filter(|t| t.targets(&ns, &name)).map(|t| (**t).clone()).collect()),
-                    etcd,
-                }
-            })
-            .collect()
+        etcds.into_iter().map(|etcd| super::collect::inputs_of(etcd, &pods, &pvcs, &leases, tasks.as_deref())).collect()
     }
 }
 
