@@ -5,41 +5,11 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A child process, SIGKILLed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `druidctl playground apiserver` with the CRDs, on `listen`; with `reuse`, the tokens of the kubeconfig an
-/// earlier run wrote (a restart). Returns once it accepts connections.
-fn apiserver(kubeconfig: &Path, listen: &str, reuse: bool) -> Proc {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_druidctl"));
-    cmd.args(["playground", "apiserver", "--crds", "--listen", listen, "--kubeconfig-out"]).arg(kubeconfig);
-    if reuse {
-        cmd.arg("--reuse-tokens");
-    }
-    let mut child = Proc(cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap());
-    // It prints where it listens once it does.
-    let mut first = [0u8; 1];
-    let n = child.0.stdout.as_mut().unwrap().read(&mut first).unwrap();
-    assert_eq!(n, 1, "playground apiserver exited: {:?}", child.0.try_wait());
-    child
-}
-
-fn port_of(kubeconfig: &Path) -> u16 {
-    let text = std::fs::read_to_string(kubeconfig).unwrap();
-    let url = text.lines().find_map(|l| l.trim().strip_prefix("server: ")).unwrap();
-    url.trim_start_matches("https://127.0.0.1:").split('/').next().unwrap().parse().unwrap()
-}
+use crate::cli_support::{Proc, playground_apiserver as apiserver, port_of};
 
 /// A `serve` replica whose stderr is collected through a pipe.
 struct Replica {

@@ -2,41 +2,13 @@
 //! again on the same port with the same credentials): it keeps running, says once on stderr that it reconnects
 //! and once that the server answers again, and prints again when the Etcd changes on the restarted server.
 
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// A child process, SIGKILLed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn apiserver(kubeconfig: &Path, listen: &str, reuse: bool) -> Proc {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_druidctl"));
-    cmd.args(["playground", "apiserver", "--crds", "--listen", listen, "--kubeconfig-out"]).arg(kubeconfig);
-    if reuse {
-        cmd.arg("--reuse-tokens");
-    }
-    let mut child = Proc(cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap());
-    let mut first = [0u8; 1];
-    let n = child.0.stdout.as_mut().unwrap().read(&mut first).unwrap();
-    assert_eq!(n, 1, "playground apiserver exited: {:?}", child.0.try_wait());
-    child
-}
-
-fn port_of(kubeconfig: &Path) -> u16 {
-    let text = std::fs::read_to_string(kubeconfig).unwrap();
-    let url = text.lines().find_map(|l| l.trim().strip_prefix("server: ")).unwrap();
-    let hostport = url.split("://").nth(1).unwrap_or(url);
-    hostport.trim_start_matches("127.0.0.1:").split('/').next().unwrap().parse().unwrap()
-}
+use crate::cli_support::{Proc, playground_apiserver as apiserver, port_of};
 
 fn kubectl_apply(kubeconfig: &Path, doc: &serde_json::Value) {
     use std::io::Write;

@@ -112,3 +112,39 @@ pub async fn run_with(program: &str, args: &[&str], env: &[(&str, &str)], home: 
     .await
     .unwrap()
 }
+
+/// A child process, SIGKILLed and reaped on drop.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `druidctl playground apiserver` with the CRDs in its own process, on `listen`, writing `kubeconfig`; with
+/// `reuse`, the tokens and serving certificate an earlier run wrote (a restart). Returns once it accepts
+/// connections (it prints where it listens once it does).
+pub fn playground_apiserver(kubeconfig: &Path, listen: &str, reuse: bool) -> Proc {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut cmd = Command::new(bin());
+    cmd.args(["playground", "apiserver", "--crds", "--listen", listen, "--kubeconfig-out"]).arg(kubeconfig);
+    if reuse {
+        cmd.arg("--reuse-tokens");
+    }
+    let mut child = Proc(cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap());
+    let mut first = [0u8; 1];
+    let n = child.0.stdout.as_mut().unwrap().read(&mut first).unwrap();
+    assert_eq!(n, 1, "playground apiserver exited: {:?}", child.0.try_wait());
+    child
+}
+
+/// The port of the server a kubeconfig written by `playground apiserver` names.
+pub fn port_of(kubeconfig: &Path) -> u16 {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let url = text.lines().find_map(|l| l.trim().strip_prefix("server: ")).unwrap();
+    let hostport = url.split("://").nth(1).unwrap_or(url);
+    hostport.trim_start_matches("127.0.0.1:").split('/').next().unwrap().parse().unwrap()
+}
