@@ -264,7 +264,9 @@ async fn reconcile_all(clients: &McmClients, opts: &McmOptions, state: &State) -
             .filter(|m| {
                 m.metadata.namespace.as_deref() == Some(sns.as_str()) && m.metadata.deletion_timestamp.is_none()
             })
-            .filter(|m| selector_matches(&selector, m.metadata.labels.as_ref().unwrap_or(&Default::default())))
+            .filter(|m| {
+                crate::statefulset::selects(&selector, m.metadata.labels.as_ref().unwrap_or(&Default::default()))
+            })
             .count() as i32;
         let want = set.spec.replicas.unwrap_or(0);
         for _ in live..want {
@@ -461,26 +463,4 @@ async fn delete_machine(
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-/// Whether `labels` match `selector`, as `metav1.LabelSelectorAsSelector` in k8s.io/apimachinery
-/// (`pkg/apis/meta/v1/helpers.go`) evaluates a MachineSet's selector in MCM's
-/// `pkg/controller/machineset.go`: every `matchLabels` pair and every expression must hold.
-fn selector_matches(
-    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-    labels: &std::collections::BTreeMap<String, String>,
-) -> bool {
-    let pairs = selector.match_labels.iter().flatten();
-    let expressions = selector.match_expressions.iter().flatten();
-    pairs.into_iter().all(|(k, v)| labels.get(k) == Some(v))
-        && expressions.into_iter().all(|e| {
-            let values = e.values.as_deref().unwrap_or_default();
-            match e.operator.as_str() {
-                "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
-                "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
-                "Exists" => labels.contains_key(&e.key),
-                "DoesNotExist" => !labels.contains_key(&e.key),
-                _ => false,
-            }
-        })
 }

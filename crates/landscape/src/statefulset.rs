@@ -114,8 +114,10 @@ async fn disruption_status(ctx: &Ctx) {
     }
 }
 
-/// Whether `selector` selects `labels` (matchLabels and matchExpressions, as `metav1.LabelSelectorAsSelector`).
-fn selects(
+/// Whether `selector` selects `labels`: every `matchLabels` pair and every expression holds, as
+/// `metav1.LabelSelectorAsSelector` evaluates it (k8s.io/apimachinery `pkg/apis/meta/v1/helpers.go`); the
+/// StatefulSet controller and MCM's MachineSet controller (`pkg/controller/machineset.go`) both use it.
+pub(crate) fn selects(
     selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
     labels: &BTreeMap<String, String>,
 ) -> bool {
