@@ -303,34 +303,17 @@ async fn observe_status(
             .map_err(|e| LandscapeError::kube("get statefulset", e))?,
     };
     let lp = ListParams::default().labels(&selector);
-    let leases: Vec<Lease> = match cache.leases.all() {
-        Some(all) => all
-            .iter()
-            .filter(|l| l.metadata.namespace.as_deref() == Some(&ns) && part_of(&l.metadata.labels))
-            .map(|l| (**l).clone())
-            .collect(),
-        None => {
-            Api::<Lease>::namespaced(client.clone(), &ns)
-                .list(&lp)
-                .await
-                .map_err(|e| LandscapeError::kube("list leases", e))?
-                .items
-        }
+    let in_etcd = |ns_of: Option<&str>, labels: &Option<std::collections::BTreeMap<String, String>>| {
+        ns_of == Some(ns.as_str()) && part_of(labels)
     };
-    let pods: Vec<Pod> = match cache.pods.all() {
-        Some(all) => all
-            .iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(&ns) && part_of(&p.metadata.labels))
-            .map(|p| (**p).clone())
-            .collect(),
-        None => {
-            Api::<Pod>::namespaced(client.clone(), &ns)
-                .list(&lp)
-                .await
-                .map_err(|e| LandscapeError::kube("list pods", e))?
-                .items
-        }
-    };
+    let leases: Vec<Lease> = cached_or_listed(cache.leases.all(), client, &ns, &lp, "list leases", |l: &Lease| {
+        in_etcd(l.metadata.namespace.as_deref(), &l.metadata.labels)
+    })
+    .await?;
+    let pods: Vec<Pod> = cached_or_listed(cache.pods.all(), client, &ns, &lp, "list pods", |p: &Pod| {
+        in_etcd(p.metadata.namespace.as_deref(), &p.metadata.labels)
+    })
+    .await?;
     let events: Vec<k8s_openapi::api::core::v1::Event> = match cache.events.all() {
         Some(all) => all
             .iter()
@@ -476,5 +459,31 @@ mod tests {
         assert!(wants_spec_reconcile(&e));
         e.metadata.annotations.as_mut().unwrap().insert(SUSPEND_SPEC_RECONCILE.into(), "true".into());
         assert!(!wants_spec_reconcile(&e));
+    }
+}
+
+/// The objects `keep` accepts: from the watch-driven cache once it holds a complete state, else (a cold cache)
+/// from one LIST of namespace `ns` by `lp`.
+async fn cached_or_listed<K>(
+    cached: Option<Vec<Arc<K>>>,
+    client: &Client,
+    ns: &str,
+    lp: &ListParams,
+    what: &'static str,
+    keep: impl Fn(&K) -> bool,
+) -> Result<Vec<K>, LandscapeError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    match cached {
+        Some(all) => Ok(all.iter().filter(|o| keep(o)).map(|o| (**o).clone()).collect()),
+        None => Ok(Api::<K>::namespaced(client.clone(), ns)
+            .list(lp)
+            .await
+            .map_err(|e| LandscapeError::kube(what, e))?
+            .items),
     }
 }
