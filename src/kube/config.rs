@@ -205,8 +205,9 @@ async fn connect_with(
 }
 
 /// Connects as [`connect`] does, with a client that sends concurrent requests over one HTTP/2 connection
-/// when the server offers HTTP/2 (TLS with ALPN `h2`, as kube-apiserver does; client-go negotiates it the same
-/// way, `k8s.io/client-go/transport` via Go's `net/http`), and over HTTP/1.1 otherwise. kube's own connector
+/// when the server offers HTTP/2 (TLS with ALPN `h2`, as kube-apiserver does), and over HTTP/1.1 otherwise.
+/// client-go does the same: `SetTransportDefaults` in k8s.io/apimachinery `pkg/util/net/http.go` configures
+/// HTTP/2 on every transport unless `DISABLE_HTTP2` is set. kube's own connector
 /// is HTTP/1.1 only, so each concurrent request costs a TCP connection and a TLS handshake of its own.
 ///
 /// For reads only: WebSocket upgrades (port-forward) need HTTP/1.1, so commands that open them use [`connect`].

@@ -425,6 +425,32 @@ async fn observe_status(
     Ok(compute_status(&obs, jiff::Timestamp::now()))
 }
 
+/// The objects `keep` accepts: from the watch-driven cache once it holds a complete state, else (a cold cache)
+/// from one LIST of namespace `ns` by `lp`.
+async fn cached_or_listed<K>(
+    cached: Option<Vec<Arc<K>>>,
+    client: &Client,
+    ns: &str,
+    lp: &ListParams,
+    what: &'static str,
+    keep: impl Fn(&K) -> bool,
+) -> Result<Vec<K>, LandscapeError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    match cached {
+        Some(all) => Ok(all.iter().filter(|o| keep(o)).map(|o| (**o).clone()).collect()),
+        None => Ok(Api::<K>::namespaced(client.clone(), ns)
+            .list(lp)
+            .await
+            .map_err(|e| LandscapeError::kube(what, e))?
+            .items),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,31 +485,5 @@ mod tests {
         assert!(wants_spec_reconcile(&e));
         e.metadata.annotations.as_mut().unwrap().insert(SUSPEND_SPEC_RECONCILE.into(), "true".into());
         assert!(!wants_spec_reconcile(&e));
-    }
-}
-
-/// The objects `keep` accepts: from the watch-driven cache once it holds a complete state, else (a cold cache)
-/// from one LIST of namespace `ns` by `lp`.
-async fn cached_or_listed<K>(
-    cached: Option<Vec<Arc<K>>>,
-    client: &Client,
-    ns: &str,
-    lp: &ListParams,
-    what: &'static str,
-    keep: impl Fn(&K) -> bool,
-) -> Result<Vec<K>, LandscapeError>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    match cached {
-        Some(all) => Ok(all.iter().filter(|o| keep(o)).map(|o| (**o).clone()).collect()),
-        None => Ok(Api::<K>::namespaced(client.clone(), ns)
-            .list(lp)
-            .await
-            .map_err(|e| LandscapeError::kube(what, e))?
-            .items),
     }
 }
