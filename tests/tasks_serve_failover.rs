@@ -239,17 +239,27 @@ async fn killing_the_leading_serve_mid_task_hands_the_task_to_the_standby_which_
     assert_eq!(holder(&client, LEADER_LEASE).await.as_deref(), Some(standby.as_str()), "the standby leads now");
     assert_eq!(sidecar.snapshots(), ["/snapshot/full"], "the snapshot was taken exactly once");
 
-    // Exactly one completion, reported by the standby.
-    let events: Vec<Event> =
-        Api::<Event>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items;
-    let succeeded: Vec<&Event> = events
-        .iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("EtcdOperatorTask")
-                && e.involved_object.name.as_deref() == Some(TASK)
-        })
-        .filter(|e| e.reason.as_deref() == Some("Succeeded"))
-        .collect();
+    // Exactly one completion, reported by the standby. serve sends events from a queue after the status write,
+    // so the event may follow the task's terminal state by a moment.
+    let succeeded_events = || {
+        let client = client.clone();
+        async move {
+            let events: Vec<Event> =
+                Api::<Event>::namespaced(client, NS).list(&ListParams::default()).await.unwrap().items;
+            let succeeded: Vec<Event> = events
+                .into_iter()
+                .filter(|e| {
+                    e.involved_object.kind.as_deref() == Some("EtcdOperatorTask")
+                        && e.involved_object.name.as_deref() == Some(TASK)
+                })
+                .filter(|e| e.reason.as_deref() == Some("Succeeded"))
+                .collect();
+            Some(succeeded).filter(|s| !s.is_empty())
+        }
+    };
+    eventually(&replicas, Duration::from_secs(10), "the Succeeded event", succeeded_events).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let succeeded = succeeded_events().await.unwrap();
     assert_eq!(succeeded.len(), 1, "{succeeded:?}");
     assert_eq!(succeeded[0].reporting_instance.as_deref(), Some(standby.as_str()));
 }

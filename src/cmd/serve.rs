@@ -128,7 +128,8 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Registry::standard()
     };
-    let base = Arc::new(Reconciler::new(cluster.client.clone(), Arc::new(registry), opts));
+    let base = Arc::new(Reconciler::new(cluster.client.clone(), Arc::new(registry), opts).with_queued_events());
+    let events = base.events.clone();
     let health = Arc::new(Health::default());
     let bound =
         controller::serve_endpoints(args.metrics_addr, base.metrics.clone(), health.clone(), stop.clone()).await?;
@@ -157,6 +158,7 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
                     opts: base.opts.clone(),
                     metrics: base.metrics.clone(),
                     shutdown: stop.clone(),
+                    events: base.events.clone(),
                 });
                 let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let poll = {
@@ -176,7 +178,10 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     let mut run = std::pin::pin!(run);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = &mut run => return Ok(()),
+        _ = &mut run => {
+            events.flush(Duration::from_secs(5)).await;
+            return Ok(());
+        }
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
     }
@@ -186,6 +191,10 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     // released so another replica takes over at once.
     if tokio::time::timeout(Duration::from_secs(60), run).await.is_err() {
         tracing::warn!("shutdown took longer than 60s; exiting");
+    }
+    let unsent = events.flush(Duration::from_secs(5)).await;
+    if unsent > 0 {
+        tracing::warn!(unsent, "events not sent before exit");
     }
     Ok(())
 }

@@ -13,14 +13,14 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Client;
-use kube::api::{Api, ListParams};
-use serde::de::DeserializeOwned;
+use kube::api::ListParams;
 
 use super::assess::HealthInputs;
 use crate::api::names::{LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY_DRUID};
 use crate::api::{Etcd, EtcdOperatorTask};
 use crate::kube::ClusterError;
 use crate::kube::error::Subject;
+use crate::kube::slim::{self, Slim};
 use crate::kube::target::ObjectKey;
 
 /// Where one set of LISTs reads: one namespace, or every namespace at once.
@@ -31,13 +31,11 @@ enum Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn api<K>(&self, client: &Client) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
+    /// The namespace of the requests: `None` for every namespace.
+    fn only(&self) -> Option<&str> {
         match self {
-            Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
-            Scope::Cluster => Api::all(client.clone()),
+            Scope::Namespace(ns) => Some(ns),
+            Scope::Cluster => None,
         }
     }
     fn namespace(&self) -> &str {
@@ -51,8 +49,8 @@ impl Scope<'_> {
 /// Objects per page of a LIST: bounds the memory a whole seed's LIST takes while it is read.
 const PAGE: u32 = 500;
 
-/// Lists one kind in pages of [`PAGE`], keeping only the objects `keep` accepts (with their managedFields,
-/// which `status` never reads, dropped), so that memory follows what is kept, not what the scope holds.
+/// Lists one kind in pages of [`PAGE`], keeping only the objects `keep` accepts, decoded without their
+/// managedFields ([`crate::kube::slim`]), so that memory follows what is kept, not what the scope holds.
 async fn list<K>(
     client: &Client,
     scope: Scope<'_>,
@@ -61,10 +59,7 @@ async fn list<K>(
     keep: impl Fn(&K) -> bool,
 ) -> Result<Vec<K>, ClusterError>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: Slim<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     let mut lp = ListParams::default().limit(PAGE);
     if let Some(s) = selector {
@@ -74,20 +69,15 @@ where
         // Every node renews a lease in `kube-node-lease` (kubelet's heartbeat); none of them is an Etcd's.
         lp = lp.fields("metadata.namespace!=kube-node-lease");
     }
-    let api = scope.api::<K>(client);
     let mut kept = Vec::new();
     loop {
-        let page = api
-            .list(&lp)
+        let (items, next) = slim::list_page::<K>(client, scope.only(), &lp)
             .await
             .map_err(|e| ClusterError::from_kube(e, &Subject { kind, name: "", namespace: scope.namespace() }))?;
-        kept.extend(page.items.into_iter().filter(|o| keep(o)).map(|mut o| {
-            o.meta_mut().managed_fields = None;
-            o
-        }));
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => break,
+        kept.extend(items.into_iter().filter(|o| keep(o)));
+        match next {
+            Some(c) => lp = lp.continue_token(&c),
+            None => break,
         }
     }
     Ok(kept)

@@ -42,37 +42,27 @@ async fn elsewhere_hint(client: &Client, key: &ObjectKey) -> Option<String> {
 pub async fn resolve(client: &Client, targets: &Targets) -> Result<Vec<Etcd>, ClusterError> {
     match targets {
         Targets::Named(keys) => futures::future::try_join_all(keys.iter().map(|k| get(client, k))).await,
-        Targets::Namespace { namespace, selector } => {
-            let api: Api<Etcd> = Api::namespaced(client.clone(), namespace);
-            list(&api, selector.as_deref(), namespace).await
-        }
-        Targets::AllNamespaces { selector } => {
-            let api: Api<Etcd> = Api::all(client.clone());
-            list(&api, selector.as_deref(), "").await
-        }
+        Targets::Namespace { namespace, selector } => list(client, selector.as_deref(), Some(namespace)).await,
+        Targets::AllNamespaces { selector } => list(client, selector.as_deref(), None).await,
     }
 }
 
-async fn list(api: &Api<Etcd>, selector: Option<&str>, namespace: &str) -> Result<Vec<Etcd>, ClusterError> {
-    // In pages of 500, as kubectl reads (`--chunk-size`), without the managedFields nobody here reads: memory
-    // follows the Etcds, not the largest response.
+async fn list(client: &Client, selector: Option<&str>, namespace: Option<&str>) -> Result<Vec<Etcd>, ClusterError> {
+    // In pages of 500, as kubectl reads (`--chunk-size`), decoded without the managedFields nobody here reads
+    // (`slim`): memory follows the Etcds, not the largest response.
     let mut lp = ListParams::default().limit(500);
     if let Some(s) = selector {
         lp = lp.labels(s);
     }
     let mut items = Vec::new();
     loop {
-        let page = api
-            .list(&lp)
-            .await
-            .map_err(|e| ClusterError::from_kube(e, &Subject { kind: "etcd", name: "", namespace }))?;
-        items.extend(page.items.into_iter().map(|mut e| {
-            e.metadata.managed_fields = None;
-            e
-        }));
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => break,
+        let (page, next) = super::slim::list_page::<Etcd>(client, namespace, &lp).await.map_err(|e| {
+            ClusterError::from_kube(e, &Subject { kind: "etcd", name: "", namespace: namespace.unwrap_or_default() })
+        })?;
+        items.extend(page);
+        match next {
+            Some(c) => lp = lp.continue_token(&c),
+            None => break,
         }
     }
     items.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));

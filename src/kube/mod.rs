@@ -8,6 +8,7 @@ pub mod error;
 pub mod etcds;
 pub mod install;
 pub mod inventory;
+pub mod slim;
 pub mod target;
 pub mod wait;
 pub mod watch;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 
-use super::events::{self, EventType};
+use super::events::EventType;
 use super::status::{TaskHandle, WriteError, operation, push_error};
 use super::{FINALIZER, Next, ReconcileError, Reconciler};
 use crate::api::task::{OperationState, types};
@@ -116,17 +116,7 @@ impl Reconciler {
         if let Some(next) = settle(r)? {
             return Ok(next);
         }
-        if self.opts.events {
-            events::record(
-                &self.client,
-                &handle.current,
-                EventType::Normal,
-                "Started",
-                "preconditions met; executing",
-                &self.opts.identity,
-            )
-            .await;
-        }
+        self.events.record(&handle.current, EventType::Normal, "Started", "preconditions met; executing").await;
         self.execute(handle.current, Some(etcd)).await
     }
 
@@ -144,10 +134,7 @@ impl Reconciler {
             return Ok(next);
         }
         self.metrics.task_finished(&handle.current, TaskState::Rejected);
-        if self.opts.events {
-            events::record(&self.client, &handle.current, EventType::Warning, "Rejected", reason, &self.opts.identity)
-                .await;
-        }
+        self.events.record(&handle.current, EventType::Warning, "Rejected", reason).await;
         self.expire(&handle.current).await
     }
 }

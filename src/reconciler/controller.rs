@@ -505,6 +505,7 @@ pub async fn run_with_leader_election(
                     opts: base.opts.clone(),
                     metrics: base.metrics.clone(),
                     shutdown: term.clone(),
+                    events: base.events.clone(),
                 });
                 let synced = Arc::new(AtomicBool::new(false));
                 let watch_synced = {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{self, EventType};
+use super::events::EventType;
 use super::lease::{Acquire, LeaseLock};
 use super::status::{TaskHandle, WriteError, operation, push_error};
 use super::{Next, ReconcileError, Reconciler, executor_lease_name, owner_reference};
@@ -260,17 +260,7 @@ impl Reconciler {
             })
             .await?;
         self.metrics.task_finished(&handle.current, TaskState::Succeeded);
-        if self.opts.events {
-            events::record(
-                &self.client,
-                &handle.current,
-                EventType::Normal,
-                "Succeeded",
-                &summary,
-                &self.opts.identity,
-            )
-            .await;
-        }
+        self.events.record(&handle.current, EventType::Normal, "Succeeded", &summary).await;
         self.expire(&handle.current).await
     }
 
@@ -284,10 +274,7 @@ impl Reconciler {
             })
             .await?;
         self.metrics.task_finished(&handle.current, TaskState::Failed);
-        if self.opts.events {
-            events::record(&self.client, &handle.current, EventType::Warning, "Failed", &err, &self.opts.identity)
-                .await;
-        }
+        self.events.record(&handle.current, EventType::Warning, "Failed", &err).await;
         self.expire(&handle.current).await
     }
 }

@@ -124,6 +124,8 @@ pub struct Reconciler {
     pub metrics: Arc<Metrics>,
     /// Fires on shutdown: running steps stop at their next safe point (the status already records them).
     pub shutdown: CancellationToken,
+    /// Records events (inline, or queued by [`Reconciler::with_queued_events`]).
+    pub events: events::Recorder,
 }
 
 /// Name of a task's executor Lease.
@@ -147,7 +149,21 @@ pub fn owner_reference(task: &EtcdOperatorTask) -> OwnerReference {
 impl Reconciler {
     /// A reconciler with fresh metrics.
     pub fn new(client: Client, registry: Arc<Registry>, opts: ReconcilerOptions) -> Reconciler {
-        Reconciler { client, registry, opts, metrics: Arc::new(Metrics::new()), shutdown: CancellationToken::new() }
+        let events = events::Recorder::inline(client.clone(), &opts.identity, opts.events);
+        Reconciler {
+            client,
+            registry,
+            opts,
+            metrics: Arc::new(Metrics::new()),
+            shutdown: CancellationToken::new(),
+            events,
+        }
+    }
+
+    /// Sends events from a background queue instead of waiting for them (`serve`; see [`events::Recorder`]).
+    pub fn with_queued_events(mut self) -> Reconciler {
+        self.events = self.events.queued();
+        self
     }
 
     /// Uses these metrics (shared by several reconcilers of one process).
