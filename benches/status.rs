@@ -17,7 +17,7 @@ mod realk8s_support;
 #[path = "../tests/seed_support/mod.rs"]
 mod seed_support;
 
-use seed_support::{FIXTURE_NS, resource};
+use seed_support::FIXTURE_NS;
 
 use std::path::Path;
 use std::process::Command;
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 /// The healthy seed objects, moved to namespace `ns`.
@@ -46,23 +46,7 @@ async fn seed(client: &kube::Client, ns: &str, now: Timestamp) {
         Err(kube::Error::Api(s)) if s.code == 409 => return,
         Err(e) => panic!("namespace {ns}: {e}"),
     }
-    for doc in healthy_docs(ns, now) {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource(&doc));
-        let mut body = doc.clone();
-        let status = body.as_object_mut().unwrap().remove("status");
-        let obj: DynamicObject = serde_json::from_value(body).unwrap();
-        api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", doc["kind"]));
-        if let Some(mut status) = status {
-            // The real API server computes a pod's qosClass from its resources and refuses any other value.
-            if let Some(s) = status.as_object_mut() {
-                s.remove("qosClass");
-            }
-            let name = doc["metadata"]["name"].as_str().unwrap();
-            api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status})))
-                .await
-                .unwrap_or_else(|e| panic!("status of {} {name}: {e}", doc["kind"]));
-        }
-    }
+    seed_support::apply(client, ns, &healthy_docs(ns, now)).await;
 }
 
 struct Run {
@@ -150,22 +134,11 @@ async fn main() {
     };
     let kubeconfig = k8s.kubeconfig.clone();
     let client = k8s.client().await;
-    let crd = "druid.gardener.cloud_etcds.yaml";
-    let path = format!("{}/crates/druid-api/crds/{crd}", env!("CARGO_MANIFEST_DIR"));
-    let out = k8s.kubectl(&["apply", "--server-side", "-f", &path], None);
-    assert!(out.status.success(), "{crd}: {}", String::from_utf8_lossy(&out.stderr));
-    let out = k8s.kubectl(&["wait", "--for=condition=Established", "crd/etcds.druid.gardener.cloud"], None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    k8s.install_seed_prerequisites();
     // The EtcdOperatorTask CRD and RBAC, as a user installs them.
     let st = Command::new(druidctl_bin()).arg("--kubeconfig").arg(&kubeconfig).arg("install").status();
     assert!(st.is_ok_and(|s| s.success()), "druidctl install");
     let out = k8s.kubectl(&["wait", "--for=condition=Established", "crd", "--all"], None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-
-    // The pods use Gardener's PriorityClass, which Gardener creates on every seed (the Priority admission
-    // plugin of the real API server refuses pods naming a missing one).
-    let pc = r#"{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"gardener-system-500"},"value":999998500}"#;
-    let out = k8s.kubectl(&["apply", "--server-side", "-f", "-"], Some(pc));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     let now = Timestamp::now();

@@ -24,33 +24,11 @@ use crate::seed_support;
 
 use cli_support::run_with;
 use jiff::Timestamp;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use seed_support::{load, resource};
+use kube::api::{Api, PostParams};
+use seed_support::load;
 use serde_json::{Value, json};
 
 use seed_support::FIXTURE_NS as NS;
-
-/// Creates every object in `ns`, then writes its status through the status subresource.
-async fn apply(client: &kube::Client, ns: &str, docs: &[Value]) {
-    for doc in docs {
-        let ar = resource(doc);
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
-        let mut body = doc.clone();
-        let mut status = body.as_object_mut().unwrap().remove("status");
-        // The real API server computes a pod's qosClass from its resources and refuses any other value.
-        if let Some(s) = status.as_mut().and_then(Value::as_object_mut) {
-            s.remove("qosClass");
-        }
-        let obj: DynamicObject = serde_json::from_value(body).unwrap();
-        api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", doc["kind"]));
-        if let Some(status) = status {
-            let name = doc["metadata"]["name"].as_str().unwrap();
-            api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status})))
-                .await
-                .unwrap_or_else(|e| panic!("status of {} {name}: {e}", doc["kind"]));
-        }
-    }
-}
 
 struct Judged {
     code: i32,
@@ -68,7 +46,7 @@ async fn judge(name: &str) -> Judged {
         .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap())
         .await
         .unwrap();
-    apply(&client, NS, &load(name, Timestamp::now())).await;
+    seed_support::apply(&client, NS, &load(name, Timestamp::now())).await;
     let endpoint = server.serve_http("127.0.0.1:0".parse().unwrap()).await.expect("serve");
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("config");
@@ -173,16 +151,7 @@ async fn the_real_kube_apiserver_gets_the_same_judgement_of_every_scenario() {
         return;
     };
     let client = real.client().await;
-    let crd = format!("{}/crates/druid-api/crds/druid.gardener.cloud_etcds.yaml", env!("CARGO_MANIFEST_DIR"));
-    let out = real.kubectl(&["apply", "--server-side", "-f", &crd], None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = real.kubectl(&["wait", "--for=condition=Established", "crd/etcds.druid.gardener.cloud"], None);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    // Gardener creates this PriorityClass on every seed; the Priority admission plugin refuses pods naming a
-    // missing one.
-    let pc = r#"{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"gardener-system-500"},"value":999998500}"#;
-    let out = real.kubectl(&["apply", "--server-side", "-f", "-"], Some(pc));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    real.install_seed_prerequisites();
 
     for (i, scenario) in ["healthy", "one-member-down", "quorum-lost", "cluster-id-mismatch"].into_iter().enumerate() {
         let ns = format!("shoot--golden--s{i}");
@@ -191,7 +160,7 @@ async fn the_real_kube_apiserver_gets_the_same_judgement_of_every_scenario() {
             .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
             .await
             .unwrap();
-        apply(&client, &ns, &seed_support::load_into(scenario, Timestamp::now(), &ns)).await;
+        seed_support::apply(&client, &ns, &seed_support::load_into(scenario, Timestamp::now(), &ns)).await;
         let dir = tempfile::tempdir().unwrap();
         let env = [("KUBECONFIG", real.kubeconfig.to_str().unwrap())];
         let out =

@@ -176,4 +176,18 @@ impl RealK8s {
         drop(stdin);
         child.wait_with_output().unwrap()
     }
+
+    /// What a Gardener seed has before any Etcd: etcd-druid's Etcd CRD (Established) and the PriorityClass
+    /// `gardener-system-500` that the seed's etcd pods name (the Priority admission plugin refuses pods naming a
+    /// missing one). Idempotent (server-side apply).
+    pub fn install_seed_prerequisites(&self) {
+        let crd = format!("{}/crates/druid-api/crds/druid.gardener.cloud_etcds.yaml", env!("CARGO_MANIFEST_DIR"));
+        let out = self.kubectl(&["apply", "--server-side", "-f", &crd], None);
+        assert!(out.status.success(), "Etcd CRD: {}", String::from_utf8_lossy(&out.stderr));
+        let out = self.kubectl(&["wait", "--for=condition=Established", "crd/etcds.druid.gardener.cloud"], None);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let pc = r#"{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"gardener-system-500"},"value":999998500}"#;
+        let out = self.kubectl(&["apply", "--server-side", "-f", "-"], Some(pc));
+        assert!(out.status.success(), "PriorityClass: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }

@@ -72,3 +72,26 @@ pub fn resource(obj: &Value) -> ApiResource {
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
+
+/// Creates every object of `docs` in namespace `ns`, then writes each status through the status subresource, as
+/// the real controllers do. A pod's `qosClass` is left to the API server: the real one computes it from the
+/// resources and refuses any other value.
+pub async fn apply(client: &kube::Client, ns: &str, docs: &[Value]) {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    for doc in docs {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource(doc));
+        let mut body = doc.clone();
+        let mut status = body.as_object_mut().unwrap().remove("status");
+        if let Some(s) = status.as_mut().and_then(Value::as_object_mut) {
+            s.remove("qosClass");
+        }
+        let obj: DynamicObject = serde_json::from_value(body).unwrap();
+        api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", doc["kind"]));
+        if let Some(status) = status {
+            let name = doc["metadata"]["name"].as_str().unwrap();
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": status})))
+                .await
+                .unwrap_or_else(|e| panic!("status of {} {name}: {e}", doc["kind"]));
+        }
+    }
+}
