@@ -164,6 +164,23 @@ pub fn snapshot_sentence(answer: &str) -> Vec<String> {
     lines
 }
 
+/// How long writing or reading the demo's keys may take (a few dozen keys on loopback take milliseconds).
+const KEYS: Duration = Duration::from_secs(30);
+/// How long the sidecar's full snapshot may take through the API server's service proxy.
+const SNAPSHOT: Duration = Duration::from_secs(60);
+
+/// Runs `fut`, or fails with one sentence naming `what` when it has not finished within `limit`: the demo never
+/// waits without saying so.
+async fn within<T>(
+    what: &str,
+    limit: Duration,
+    fut: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .map_err(|_| anyhow::anyhow!("{what} did not finish within {}s", limit.as_secs()))?
+}
+
 async fn run_on(
     pg: &Playground,
     out: &mut Out,
@@ -188,24 +205,35 @@ async fn run_on(
     }
 
     let t = out.begin(2, &format!("write {} keys, then take a full snapshot", args.keys_before));
-    for i in 0..args.keys_before {
-        client.put(format!("/demo/before/{i:03}"), format!("value-{i}")).await?;
-    }
+    within("writing the keys", KEYS, async {
+        for i in 0..args.keys_before {
+            client.put(format!("/demo/before/{i:03}"), format!("value-{i}")).await?;
+        }
+        anyhow::Ok(())
+    })
+    .await?;
     // Through the API server's service proxy, with the `https:` prefix when the sidecar serves TLS.
     let etcd_obj: druidctl::api::Etcd = kube::Api::namespaced(pg.client(), &ns).get(&etcd).await?;
     let path =
         druidctl::tasks::sidecar::proxy_path(&etcd_obj, &druidctl::tasks::sidecar::Target::Leader, "snapshot/full");
     let req = http::Request::get(path).body(Vec::new())?;
-    let answer = pg.client().request_text(req).await.map_err(|e| anyhow::anyhow!("full snapshot: {e}"))?;
+    let answer = within("the full snapshot", SNAPSHOT, async {
+        pg.client().request_text(req).await.map_err(|e| anyhow::anyhow!("full snapshot: {e}"))
+    })
+    .await?;
     out.end("write keys, full snapshot", t);
     for l in snapshot_sentence(&answer) {
         out.result(&l);
     }
 
     let t = out.begin(3, &format!("write {} more keys, in no backup", args.keys_after));
-    for i in 0..args.keys_after {
-        client.put(format!("/demo/after/{i:03}"), format!("value-{i}")).await?;
-    }
+    within("writing the keys", KEYS, async {
+        for i in 0..args.keys_after {
+            client.put(format!("/demo/after/{i:03}"), format!("value-{i}")).await?;
+        }
+        anyhow::Ok(())
+    })
+    .await?;
     out.end("write keys after the snapshot", t);
     out.result(&format!("✓ {} keys written after the snapshot", args.keys_after));
 
@@ -243,8 +271,10 @@ async fn run_on(
     let mut lost = 0;
     for m in 0..3 {
         let c = pg.etcd_client(&ns, m).ok_or_else(|| anyhow::anyhow!("member {m} does not run"))?;
-        let before = c.get_prefix("/demo/before/").await?.len();
-        let after = c.get_prefix("/demo/after/").await?.len();
+        let (before, after) = within(&format!("reading the keys of member {m}"), KEYS, async {
+            anyhow::Ok((c.get_prefix("/demo/before/").await?.len(), c.get_prefix("/demo/after/").await?.len()))
+        })
+        .await?;
         if m == 0 {
             survived = before;
             lost = (args.keys_after as usize).saturating_sub(after);
