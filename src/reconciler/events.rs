@@ -146,12 +146,17 @@ impl Recorder {
         Recorder { client, identity: identity.into(), enabled, queue: None }
     }
 
-    /// The same recorder sending from a background task (started here: call inside the runtime).
+    /// The same recorder sending from a background task (started here: call inside the runtime), at most
+    /// [`MAX_QUEUED`] events waiting.
     pub fn queued(self) -> Recorder {
+        self.queued_with(MAX_QUEUED)
+    }
+
+    fn queued_with(self, capacity: usize) -> Recorder {
         if !self.enabled {
             return self;
         }
-        let (tx, rx) = tokio::sync::mpsc::channel::<Queued>(MAX_QUEUED);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Queued>(capacity);
         let pending = std::sync::Arc::new(tokio::sync::watch::Sender::new(0usize));
         let (client, identity, done) = (self.client.clone(), self.identity.clone(), pending.clone());
         tokio::spawn(async move {
@@ -183,11 +188,14 @@ impl Recorder {
             let q = Queued { involved, type_, reason: reason.to_string(), message };
             if let Err(e) = queue.tx.try_send(q) {
                 queue.pending.send_modify(|n| *n = n.saturating_sub(1));
-                let q = match e {
-                    tokio::sync::mpsc::error::TrySendError::Full(q)
-                    | tokio::sync::mpsc::error::TrySendError::Closed(q) => q,
-                };
-                tracing::warn!(reason = %q.reason, object = ?q.involved.name, "event queue full ({MAX_QUEUED}): event dropped");
+                match e {
+                    tokio::sync::mpsc::error::TrySendError::Full(q) => {
+                        tracing::warn!(reason = %q.reason, object = ?q.involved.name, "event queue full: event dropped")
+                    }
+                    tokio::sync::mpsc::error::TrySendError::Closed(q) => {
+                        tracing::warn!(reason = %q.reason, object = ?q.involved.name, "event sender gone: event dropped")
+                    }
+                }
             }
         }
     }
@@ -244,6 +252,25 @@ mod tests {
                 ("EtcdOperatorTask".to_string(), "preconditions met".to_string()),
             ]
         );
+    }
+
+    /// On a current-thread runtime the sender runs only when the test awaits: whatever exceeds the queue's
+    /// capacity before that is dropped, and the rest is still sent.
+    #[tokio::test]
+    async fn events_beyond_a_full_queue_are_dropped_and_the_queued_ones_still_sent() {
+        let server = kube_sim::ApiServer::new();
+        let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(server.client());
+        let shoot = serde_json::from_value(serde_json::json!({"metadata": {"name": "shoot"}})).unwrap();
+        ns.create(&PostParams::default(), &shoot).await.unwrap();
+        let recorder = Recorder::inline(server.client(), "me", true).queued_with(3);
+        recorder.record(&task(), EventType::Normal, "Started", "one").await;
+        recorder.record(&task(), EventType::Normal, "Succeeded", "two").await;
+        assert_eq!(recorder.flush(std::time::Duration::from_secs(10)).await, 0, "the dropped one is not pending");
+        let events: Api<Event> = Api::namespaced(server.client(), "shoot");
+        let mut sent: Vec<String> =
+            events.list(&Default::default()).await.unwrap().items.into_iter().filter_map(|e| e.message).collect();
+        sent.sort();
+        assert_eq!(sent, ["one", "task t1 (OnDemandSnapshot): one", "two"]);
     }
 
     #[tokio::test]
