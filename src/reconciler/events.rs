@@ -228,12 +228,17 @@ mod tests {
         t
     }
 
-    #[tokio::test]
-    async fn queued_events_are_sent_in_the_background_and_flush_waits_for_them() {
+    async fn server_with_namespace_shoot() -> kube_sim::ApiServer {
         let server = kube_sim::ApiServer::new();
         let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(server.client());
         let shoot = serde_json::from_value(serde_json::json!({"metadata": {"name": "shoot"}})).unwrap();
         ns.create(&PostParams::default(), &shoot).await.unwrap();
+        server
+    }
+
+    #[tokio::test]
+    async fn queued_events_are_sent_in_the_background_and_flush_waits_for_them() {
+        let server = server_with_namespace_shoot().await;
         let recorder = Recorder::inline(server.client(), "me", true).queued();
         recorder.record(&task(), EventType::Normal, "Started", "preconditions met").await;
         assert_eq!(recorder.flush(std::time::Duration::from_secs(10)).await, 0);
@@ -258,10 +263,7 @@ mod tests {
     /// capacity before that is dropped, and the rest is still sent.
     #[tokio::test]
     async fn events_beyond_a_full_queue_are_dropped_and_the_queued_ones_still_sent() {
-        let server = kube_sim::ApiServer::new();
-        let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(server.client());
-        let shoot = serde_json::from_value(serde_json::json!({"metadata": {"name": "shoot"}})).unwrap();
-        ns.create(&PostParams::default(), &shoot).await.unwrap();
+        let server = server_with_namespace_shoot().await;
         let recorder = Recorder::inline(server.client(), "me", true).queued_with(3);
         recorder.record(&task(), EventType::Normal, "Started", "one").await;
         recorder.record(&task(), EventType::Normal, "Succeeded", "two").await;

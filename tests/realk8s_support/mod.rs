@@ -184,8 +184,24 @@ impl RealK8s {
         let crd = format!("{}/crates/druid-api/crds/druid.gardener.cloud_etcds.yaml", env!("CARGO_MANIFEST_DIR"));
         let out = self.kubectl(&["apply", "--server-side", "-f", &crd], None);
         assert!(out.status.success(), "Etcd CRD: {}", String::from_utf8_lossy(&out.stderr));
-        let out = self.kubectl(&["wait", "--for=condition=Established", "crd/etcds.druid.gardener.cloud"], None);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        // Right after the create, kubectl (1.27–1.33) fails the wait instead of waiting while the CRD has no
+        // conditions yet (`.status.conditions accessor error: <nil>`): asked again until Established, 60 s at most.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let out = self.kubectl(
+                &["wait", "--for=condition=Established", "--timeout=30s", "crd/etcds.druid.gardener.cloud"],
+                None,
+            );
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "Etcd CRD not Established: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
         let pc = r#"{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"gardener-system-500"},"value":999998500}"#;
         let out = self.kubectl(&["apply", "--server-side", "-f", "-"], Some(pc));
         assert!(out.status.success(), "PriorityClass: {}", String::from_utf8_lossy(&out.stderr));
