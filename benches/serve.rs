@@ -26,6 +26,9 @@
 #[path = "../tests/realk8s_support/mod.rs"]
 mod realk8s_support;
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -34,8 +37,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use druidctl::api::EtcdOperatorTask;
-use druidctl::api::task::{EtcdOperatorTaskSpec, NamespacedName};
-use druidctl::tasks::noop;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -46,6 +47,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::json;
+use support::{anchor, task};
 
 const CLIENTS: usize = 16;
 
@@ -170,55 +172,6 @@ async fn install_crds(client: &Client) {
     }
 }
 
-fn task(name: &str, ns: &str, etcd: &str) -> EtcdOperatorTask {
-    let mut t = EtcdOperatorTask::new(
-        name,
-        EtcdOperatorTaskSpec {
-            type_: noop::TYPE.into(),
-            config: None,
-            ttl_seconds_after_finished: Some(3600),
-            owner_etcd_refrence: NamespacedName { name: etcd.into(), namespace: ns.into() },
-        },
-    );
-    t.metadata.namespace = Some(ns.into());
-    t
-}
-
-/// Creates `n` tasks and writes a terminal status on each, [`CLIENTS`] at a time; returns the time taken. The
-/// tasks are deleted afterwards (not timed).
-async fn anchor(client: &Client, n: usize) -> Duration {
-    let ns = "bench-anchor";
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
-        .await
-        .unwrap();
-    let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), ns);
-    let started = Instant::now();
-    futures::stream::iter(0..n)
-        .for_each_concurrent(CLIENTS, |i| {
-            let api = api.clone();
-            async move {
-                let name = format!("anchor-{i}");
-                let t = api.create(&PostParams::default(), &task(&name, ns, "etcd-0")).await.unwrap();
-                let patch = json!({"metadata": {"resourceVersion": t.metadata.resource_version},
-                    "status": {"state": "Succeeded"}});
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-            }
-        })
-        .await;
-    let took = started.elapsed();
-    let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::default()).await;
-    futures::stream::iter(0..n)
-        .for_each_concurrent(CLIENTS, |i| {
-            let api = api.clone();
-            async move {
-                let _ = api.delete(&format!("anchor-{i}"), &DeleteParams::default()).await;
-            }
-        })
-        .await;
-    took
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -335,7 +288,7 @@ async fn run_on(label: &'static str, server: &Server, druidctl: &Path) -> Outcom
     eprintln!("  [{label}] {etcds} Etcds in {namespaces} namespaces created");
 
     let anchor_n = tasks.clamp(1, 2000);
-    let anchor_took = anchor(&client, anchor_n).await;
+    let anchor_took = anchor(&client, anchor_n, CLIENTS).await;
     let anchor_rate = anchor_n as f64 / anchor_took.as_secs_f64();
     eprintln!("  [{label}] anchor: {anchor_rate:.0} tasks/s");
 

@@ -14,24 +14,26 @@
 //! every task: a periodic LIST of 10,000 tasks would cost the API server more than the engine does. When no task
 //! finishes for 20 s the run prints what the unfinished tasks are waiting for.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use druidctl::api::EtcdOperatorTask;
-use druidctl::api::task::{EtcdOperatorTaskSpec, NamespacedName};
 use druidctl::reconciler::controller::{self, ControllerOptions};
 use druidctl::reconciler::metrics::sample_sum;
 use druidctl::reconciler::{Reconciler, ReconcilerOptions};
 use druidctl::tasks::Registry;
-use druidctl::tasks::noop::{self, Ledger};
+use druidctl::tasks::noop::Ledger;
 use futures::StreamExt;
-use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use kube_sim::ApiServer;
 use serde_json::json;
+use support::{anchor, task};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -51,49 +53,6 @@ fn rss_mib() -> f64 {
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(run());
-}
-
-fn task(name: &str, ns: &str, etcd: &str) -> EtcdOperatorTask {
-    let mut t = EtcdOperatorTask::new(
-        name,
-        EtcdOperatorTaskSpec {
-            type_: noop::TYPE.into(),
-            config: None,
-            ttl_seconds_after_finished: Some(3600),
-            owner_etcd_refrence: NamespacedName { name: etcd.into(), namespace: ns.into() },
-        },
-    );
-    t.metadata.namespace = Some(ns.into());
-    t
-}
-
-/// Creates `n` tasks and writes a terminal status on each, `concurrency` at a time; returns the time taken.
-/// The tasks are deleted afterwards (not timed).
-async fn anchor(client: &Client, n: usize, concurrency: usize) -> Duration {
-    let ns = "bench-anchor";
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
-        .await
-        .unwrap();
-    let api: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), ns);
-    let started = Instant::now();
-    futures::stream::iter(0..n)
-        .for_each_concurrent(concurrency.max(1), |i| {
-            let api = api.clone();
-            async move {
-                let name = format!("anchor-{i}");
-                let t = api.create(&PostParams::default(), &task(&name, ns, "etcd-0")).await.unwrap();
-                let patch = json!({"metadata": {"resourceVersion": t.metadata.resource_version},
-                    "status": {"state": "Succeeded"}});
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-            }
-        })
-        .await;
-    let took = started.elapsed();
-    for i in 0..n {
-        let _ = api.delete(&format!("anchor-{i}"), &DeleteParams::default()).await;
-    }
-    took
 }
 
 /// What the bench's own watch saw.
