@@ -207,19 +207,25 @@ impl Reconciler {
             let watch_error = Arc::new(std::sync::Mutex::new(None::<kube::Error>));
             let err = watch_error.clone();
             let handle = tokio::spawn(async move {
-                let stream = reflector::reflector(
-                    writer,
-                    watcher::watcher(api, watcher::Config::default()).modify(|t| t.metadata.managed_fields = None),
-                )
-                .default_backoff();
-                let mut stream = std::pin::pin!(stream);
+                // A streaming list where the server offers it, LIST and WATCH otherwise, with backoff (as serve
+                // and `task watch` watch).
+                let events = crate::kube::watch::events(api, watcher::Config::default())
+                    .modify(|t| t.metadata.managed_fields = None);
+                let mut stream = std::pin::pin!(reflector::reflector(writer, events));
+                let mut synced = false;
                 while let Some(ev) = futures::StreamExt::next(&mut stream).await {
                     match ev {
-                        Ok(_) => changed.notify_waiters(),
-                        // Not allowed to watch (or no such resource): said by the caller, not retried for ever.
-                        Err(watcher::Error::InitialListFailed(kube::Error::Api(s)))
-                            if matches!(s.code, 401 | 403 | 404) =>
-                        {
+                        Ok(ev) => {
+                            synced |= matches!(ev, watcher::Event::InitDone);
+                            changed.notify_waiters()
+                        }
+                        // Not allowed to watch (or no such resource) from the start: said by the caller, not
+                        // retried for ever.
+                        Err(
+                            watcher::Error::InitialListFailed(kube::Error::Api(s))
+                            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                            | watcher::Error::WatchFailed(kube::Error::Api(s)),
+                        ) if !synced && matches!(s.code, 401 | 403 | 404) => {
                             *err.lock().expect("watch error") = Some(kube::Error::Api(s));
                             changed.notify_waiters();
                             return;
@@ -228,7 +234,7 @@ impl Reconciler {
                     }
                 }
             });
-            (watch_error, AbortOnDrop(handle))
+            (watch_error, tokio_util::task::AbortOnDropHandle::new(handle))
         };
         let key = ObjectRef::new(name).within(namespace);
         let mut delay = Duration::ZERO;
@@ -289,15 +295,6 @@ impl Reconciler {
                 }
             };
         }
-    }
-}
-
-/// Aborts a spawned task when dropped (the watch of [`Reconciler::run_to_completion`]).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
