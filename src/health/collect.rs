@@ -244,44 +244,13 @@ where
     HealthInputs { etcd, pods, pvcs, leases, tasks }
 }
 
-/// Reads the inputs for `etcd`: one LIST per kind in its namespace. A missing EtcdOperatorTask CRD is not an
-/// error (`tasks: None`).
+/// Reads the inputs for `etcd`: one LIST per kind in its namespace (pods by the Etcd's selector), kept to the
+/// names etcd-druid derives. A missing EtcdOperatorTask CRD is not an error (`tasks: None`).
 pub async fn collect(client: &Client, etcd: Etcd) -> Result<HealthInputs, ClusterError> {
-    let mut all = collect_many(client, vec![etcd], false).await?;
-    Ok(all.pop().expect("one Etcd in, one out"))
-}
-
-/// Reads the inputs for every Etcd in `etcds`, in the same order: one LIST per kind and namespace, or, with
-/// `cluster_wide` (the user asked for all namespaces), one LIST per kind for the whole cluster.
-pub async fn collect_many(
-    client: &Client,
-    etcds: Vec<Etcd>,
-    cluster_wide: bool,
-) -> Result<Vec<HealthInputs>, ClusterError> {
-    if etcds.is_empty() {
-        return Ok(Vec::new());
-    }
-    let namespaces: BTreeSet<String> = etcds.iter().map(|e| e.metadata.namespace.clone().unwrap_or_default()).collect();
-    let scoped = |refs: Vec<&Etcd>| {
-        let names: BTreeSet<&str> = refs.iter().filter_map(|e| e.metadata.name.as_deref()).collect();
-        (pod_selector(&names), Wanted::of(&refs))
-    };
-    let listed: Vec<Listed> = if cluster_wide && namespaces.len() > 1 {
-        let (selector, wanted) = scoped(etcds.iter().collect());
-        vec![list_scope(client, Scope::Cluster, &selector, Some(&wanted)).await?]
-    } else {
-        futures::future::try_join_all(namespaces.iter().map(|ns| {
-            let (selector, wanted) =
-                scoped(etcds.iter().filter(|e| e.metadata.namespace.as_deref().unwrap_or_default() == ns).collect());
-            async move { list_scope(client, Scope::Namespace(ns), &selector, Some(&wanted)).await }
-        }))
-        .await?
-    };
-    // Every scope's maps are keyed by namespace too, so the Etcd's own scope is the one holding its namespace.
-    let index: BTreeMap<&String, usize> =
-        namespaces.iter().enumerate().map(|(i, ns)| (ns, if listed.len() == 1 { 0 } else { i })).collect();
-    let order: Vec<usize> = etcds.iter().map(|e| index[&e.metadata.namespace.clone().unwrap_or_default()]).collect();
-    Ok(etcds.into_iter().zip(order).map(|(e, i)| split(&listed[i], e)).collect())
+    let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+    let selector = pod_selector(&etcd.metadata.name.as_deref().into_iter().collect());
+    let listed = list_scope(client, Scope::Namespace(&ns), &selector, Some(&Wanted::of(&[&etcd]))).await?;
+    Ok(split(&listed, etcd))
 }
 
 /// Reads the Etcds named by `keys` and their inputs in one round trip per namespace: each namespace's LISTs go

@@ -11,7 +11,7 @@ pub mod quorum;
 pub mod watch;
 
 pub use assess::{HealthInputs, assess};
-pub use collect::{collect, collect_listed, collect_many, collect_named};
+pub use collect::{collect, collect_listed, collect_named};
 pub use model::{HealthReport, Verdict};
 pub use quorum::Quorum;
 
