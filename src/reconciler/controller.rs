@@ -110,6 +110,8 @@ type Key = (String, String);
 /// delayed requeue keeps only the earliest pending time of a key, so requeueing a key again and again (every
 /// resync of a finished task) does not pile up timers. One timer task serves every delayed requeue (a finished
 /// task waits for its TTL in the queue: a spawned sleeping task per key would cost about a kilobyte each).
+/// tokio-util's `DelayQueue` is not used: it is polled and changed through `&mut` by one owner, while requeues
+/// come from every worker, so it would need this same lock and wake-up around it.
 #[derive(Default)]
 struct Queue {
     state: Mutex<QueueState>,
