@@ -115,6 +115,7 @@ async fn denied(real: &Client, user: &str, groups: &[String], calls: &BTreeSet<C
         "subjectaccessreviews",
     );
     let api: Api<DynamicObject> = Api::all_with(real.clone(), &ar);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut out = Vec::new();
     for c in calls {
         let attrs = match c {
@@ -129,9 +130,19 @@ async fn denied(real: &Client, user: &str, groups: &[String], calls: &BTreeSet<C
         let review: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "metadata": {}, "spec": spec}))
         .unwrap();
-        let answer = api.create(&PostParams::default(), &review).await.expect("SubjectAccessReview");
-        if answer.data["status"]["allowed"] != json!(true) {
-            out.push(format!("{c:?}: {}", answer.data["status"]));
+        // kube-apiserver's RBAC authorizer reads bindings from an informer: a binding created a moment ago may not
+        // count yet. A denial is asked again until the deadline, so only a grant that is really missing is
+        // reported.
+        loop {
+            let answer = api.create(&PostParams::default(), &review).await.expect("SubjectAccessReview");
+            if answer.data["status"]["allowed"] == json!(true) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                out.push(format!("{c:?}: {}", answer.data["status"]));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     out

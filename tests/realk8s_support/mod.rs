@@ -184,8 +184,8 @@ impl RealK8s {
         let crd = format!("{}/crates/druid-api/crds/druid.gardener.cloud_etcds.yaml", env!("CARGO_MANIFEST_DIR"));
         let out = self.kubectl(&["apply", "--server-side", "-f", &crd], None);
         assert!(out.status.success(), "Etcd CRD: {}", String::from_utf8_lossy(&out.stderr));
-        // Right after the create, kubectl (1.27–1.33) fails the wait instead of waiting while the CRD has no
-        // conditions yet (`.status.conditions accessor error: <nil>`): asked again until Established, 60 s at most.
+        // Right after the create, kubectl (seen with the image's default, v1.32) fails the wait instead of
+        // waiting while the CRD has no conditions yet (`.status.conditions accessor error: <nil>`): asked again until Established, 60 s at most.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let out = self.kubectl(

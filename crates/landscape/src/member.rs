@@ -326,8 +326,9 @@ impl MemberRuntime {
         let api = Api::<Lease>::namespaced(ctx.clients.backup_restore.clone(), &self.namespace);
         let holder = format!("{id:x}:{cluster_id:x}:{}", if leader { "Leader" } else { "Member" });
         // etcd-backup-restore renews the member lease on its heartbeat ticker (`--k8s-heartbeat-duration`,
-        // which etcd-druid sets from `spec.etcd.heartbeatDuration`, default 10s, against a member unknown
-        // threshold of 1m: six heartbeats per threshold). The landscape keeps that ratio to its shorter lease
+        // which etcd-druid sets from `spec.etcd.heartbeatDuration`, default 10s, in
+        // `internal/component/statefulset/builder.go`), against a member unknown threshold of 1m: six
+        // heartbeats per threshold. The landscape keeps that ratio to its shorter lease
         // (`lease_seconds` is its unknown threshold); a new holder (role or member change) is written at once.
         let period = Duration::from_millis(u64::from(ctx.opts.lease_seconds.max(1) as u32) * 1000 / 6);
         if self
