@@ -275,13 +275,15 @@ async fn manual_quorum_loss_recovery_restores_the_snapshotted_keys_and_scales_ba
     let cms = Api::<ConfigMap>::namespaced(admin.clone(), &ns);
     let cm = cms.get("etcd-main-config").await.unwrap();
     let conf = cm.data.unwrap()["etcd.conf.yaml"].clone();
-    let edited: String = conf
-        .lines()
-        .map(|l| match l.strip_prefix("initial-cluster: ") {
-            Some(v) => format!("initial-cluster: {}\n", v.split(',').next().unwrap()),
-            None => format!("{l}\n"),
-        })
-        .collect();
+    // etcd-druid's step 05, as an operator edits the YAML: initial-cluster and both per-member advertise URL maps
+    // name only etcd-main-0.
+    let mut doc: serde_json::Value = serde_saphyr::from_str(&conf).unwrap();
+    let first = doc["initial-cluster"].as_str().unwrap().split(',').next().unwrap().to_string();
+    doc["initial-cluster"] = json!(first);
+    for key in ["initial-advertise-peer-urls", "advertise-client-urls"] {
+        doc[key] = json!({"etcd-main-0": doc[key]["etcd-main-0"].clone()});
+    }
+    let edited = serde_saphyr::to_string(&doc).unwrap();
     cms.patch("etcd-main-config", &pp, &Patch::Merge(&json!({"data": {"etcd.conf.yaml": edited}}))).await.unwrap();
     sts.patch("etcd-main", &pp, &Patch::Merge(&json!({"spec": {"replicas": 1}}))).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -195,3 +195,58 @@ async fn quorum_loss_recovery_of_an_etcd_with_a_member_name_prefix_uses_the_pref
     assert_eq!(s.code, 0, "healthy after the recovery: {}{}", s.stdout, s.stderr);
     pg.down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_member_started_after_the_configmap_edit_sees_only_member_0_in_its_initial_cluster() {
+    let Some(_) = require_etcd("runbook quorum-loss recovery, member started after the ConfigMap edit") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pg = playground(dir.path(), 3).await;
+    // etcd-druid's Role, RoleBinding and ServiceAccount are there, as on a seed.
+    let ns = pg.namespaces()[0].clone();
+    let listed = run(&pg, &["list-resources", "-n", &ns, "etcd-main", "-o", "name"]).await;
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    for name in [
+        "serviceaccount/etcd-main\n",
+        "role.rbac.authorization.k8s.io/druid.gardener.cloud:etcd:etcd-main\n",
+        "rolebinding.rbac.authorization.k8s.io/druid.gardener.cloud:etcd:etcd-main\n",
+    ] {
+        assert!(listed.stdout.contains(name), "list-resources lacks {name}: {}", listed.stdout);
+    }
+    let ns = lose_quorum_after_snapshot(&pg, 10, 3).await;
+    let args = ["runbook", "quorum-loss-recovery", "-n", ns.as_str(), "etcd-main", "--yes", "-o", "jsonl"];
+    // Cut the run once member 0 is ready (step 8, WaitMember0Ready, journaled): the ConfigMap is edited and
+    // only member 0 was started since.
+    let mut cut = druidctl(&pg, &args);
+    cut.env("DRUIDCTL_RUNBOOK_LEASE", "1s").env(druidctl::runbook::engine::ABORT_AT_ENV, "8:after-journal");
+    let out = tokio::time::timeout(Duration::from_secs(150), cut.spawn().unwrap().wait_with_output())
+        .await
+        .expect("the cut run ends")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"WaitMember0Ready\""), "the run got to member 0: {stdout}");
+
+    // The ConfigMap names only member 0 in the three keys of etcd-druid's step 05 (v0.37.1 format).
+    let cm = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(pg.client(), &ns)
+        .get("etcd-main-config")
+        .await
+        .unwrap();
+    let conf = cm.data.unwrap()["etcd.conf.yaml"].clone();
+    let doc = druidctl::tasks::quorum_loss::EtcdConfDocument::parse(&conf).unwrap();
+    assert!(doc.names_only("etcd-main-0"), "{conf}");
+    assert!(doc.get("advertise-client-urls").unwrap().is_object(), "per-member maps: {conf}");
+
+    // Member 0 was started from it: its etcd was given an initial cluster of itself only, and formed a cluster of one.
+    let member = pg.member(&ns, 0).unwrap();
+    let initial = member.process().config().initial_cluster;
+    let names: Vec<&str> = initial.split(',').filter_map(|e| e.split_once('=')).map(|(n, _)| n).collect();
+    assert_eq!(names, ["etcd-main-0"], "--initial-cluster {initial}");
+    let members = pg.etcd_client(&ns, 0).unwrap().member_list().await.unwrap();
+    assert_eq!(members.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["etcd-main-0"]);
+
+    let r = run(&pg, &args).await;
+    assert_eq!(r.code, 0, "the rerun finishes: {}\n{}", r.stdout, r.stderr);
+    assert_keys(&pg, &ns, 10).await;
+    pg.down().await;
+}

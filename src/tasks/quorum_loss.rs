@@ -1,8 +1,9 @@
 //! `QuorumLossRecoveryTask`: recovery of a multi-member Etcd from permanent quorum loss, step by step as
 //! seeds/004 7880-8007 describes it (upstream steps 00-10): suspend druid and its webhook, note the
-//! ConfigMap, scale the StatefulSet to 0, delete the PVCs and member leases, shrink `initial-cluster` to
-//! the first member, start it (it restores the latest backup), hand the Etcd back to druid, which scales it
-//! back (new members join as learners), and verify the cluster formed.
+//! ConfigMap, scale the StatefulSet to 0, delete the PVCs and member leases, trim `initial-cluster` and the
+//! per-member advertise URLs of the ConfigMap to the first member (upstream step 05), start it (it restores
+//! the latest backup), hand the Etcd back to druid, which scales it back (new members join as learners), and
+//! verify the cluster formed.
 //!
 //! The Etcd's `spec.replicas` is never shrunk: the real CRD's CEL rule forbids it (DOMAIN.md); only the
 //! StatefulSet is scaled. Every step is idempotent, and its `check` looks at the cluster, so a run killed
@@ -534,39 +535,137 @@ impl Step for DeleteMemberLeases {
     }
 }
 
-/// The `initial-cluster` entries of an `etcd.conf.yaml`.
-pub fn initial_cluster_members(conf: &str) -> Vec<String> {
-    conf.lines()
-        .find_map(|l| l.trim_start().strip_prefix("initial-cluster:"))
-        .map(|v| {
-            v.trim()
-                .trim_matches(|c| c == '"' || c == '\'')
-                .split(',')
-                .filter(|s| !s.trim().is_empty())
-                .map(|s| s.trim().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+/// The keys of `etcd.conf.yaml` that etcd-druid's quorum-loss procedure trims to the first member
+/// (etcd-druid v0.37.1 `docs/usage/recovering-etcd-clusters.md`, step 05).
+pub const TRIMMED_KEYS: [&str; 3] = ["initial-cluster", "initial-advertise-peer-urls", "advertise-client-urls"];
+
+/// An `etcd.conf.yaml` parsed as YAML: its top-level keys in file order, each value as JSON, so that an edit
+/// keeps every other key where and as it was (comments are not kept; etcd-druid writes none).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EtcdConfDocument(Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for EtcdConfDocument {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = EtcdConfDocument;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping of etcd configuration keys")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = map.next_entry::<String, Value>()? {
+                    out.push(entry);
+                }
+                Ok(EtcdConfDocument(out))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
 }
 
-/// `conf` with `initial-cluster` reduced to the entry of member `first` (`None` when it has no such entry).
-pub fn first_member_only(conf: &str, first: &str) -> Option<String> {
-    let entry =
-        initial_cluster_members(conf).into_iter().find(|m| m.split_once('=').is_some_and(|(n, _)| n == first))?;
-    let mut out = String::with_capacity(conf.len());
-    for line in conf.lines() {
-        let indent = &line[..line.len() - line.trim_start().len()];
-        if line.trim_start().starts_with("initial-cluster:") {
-            out.push_str(&format!("{indent}initial-cluster: {entry}\n"));
-        } else {
-            out.push_str(line);
-            out.push('\n');
+impl serde::Serialize for EtcdConfDocument {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl EtcdConfDocument {
+    /// Parses `etcd.conf.yaml` (an empty text is an empty document).
+    pub fn parse(text: &str) -> Result<EtcdConfDocument, String> {
+        if text.trim().is_empty() {
+            return Ok(EtcdConfDocument::default());
+        }
+        serde_saphyr::from_str(text).map_err(|e| format!("{ETCD_CONF_KEY} is not a YAML mapping: {e}"))
+    }
+
+    /// The value of top-level `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    fn set(&mut self, key: &str, value: Value) {
+        match self.0.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.0.push((key.to_string(), value)),
         }
     }
-    Some(out)
+
+    /// The `initial-cluster` entries (`<member>=<peer url>`).
+    pub fn initial_cluster_members(&self) -> Vec<String> {
+        self.get("initial-cluster")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    /// The members an advertise URL key names: the keys of its per-member map (etcd-druid v0.25+), `None` for the
+    /// older `<scheme>@<peer service>@<namespace>@<port>` string (v0.22–v0.24), which names no member.
+    pub fn advertised_members(&self, key: &str) -> Option<Vec<String>> {
+        self.get(key)?.as_object().map(|m| m.keys().cloned().collect())
+    }
+
+    /// Whether the three [`TRIMMED_KEYS`] name only member `first` (an older-format advertise string counts as
+    /// trimmed: it names no member).
+    pub fn names_only(&self, first: &str) -> bool {
+        let ic = self.initial_cluster_members();
+        let ic_ok = ic.len() == 1 && ic[0].split_once('=').is_some_and(|(n, _)| n == first);
+        ic_ok
+            && TRIMMED_KEYS[1..]
+                .iter()
+                .all(|k| self.advertised_members(k).is_none_or(|m| m.len() == 1 && m[0] == first))
+    }
+
+    /// The document with the three [`TRIMMED_KEYS`] reduced to member `first`; every other key unchanged. An
+    /// older-format advertise string is kept: etcd-backup-restore makes the pod's own URL of it.
+    pub fn first_member_only(&self, first: &str) -> Result<EtcdConfDocument, String> {
+        let mut out = self.clone();
+        let entry = self
+            .initial_cluster_members()
+            .into_iter()
+            .find(|m| m.split_once('=').is_some_and(|(n, _)| n == first))
+            .ok_or_else(|| format!("initial-cluster does not name {first}"))?;
+        out.set("initial-cluster", Value::String(entry));
+        for key in &TRIMMED_KEYS[1..] {
+            match self.get(key) {
+                Some(Value::Object(map)) => {
+                    let urls = map.get(first).ok_or_else(|| format!("{key} does not name {first}"))?;
+                    out.set(key, json!({first: urls}));
+                }
+                Some(Value::String(_)) | None => {}
+                Some(other) => return Err(format!("{key} is neither a per-member map nor a string: {other}")),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The document as YAML.
+    pub fn to_yaml(&self) -> Result<String, String> {
+        serde_saphyr::to_string(self).map_err(|e| e.to_string())
+    }
 }
 
-/// Step 6: `initial-cluster` names only the first member.
+/// The `initial-cluster` entries of an `etcd.conf.yaml` (none when it is not YAML).
+pub fn initial_cluster_members(conf: &str) -> Vec<String> {
+    EtcdConfDocument::parse(conf).map(|d| d.initial_cluster_members()).unwrap_or_default()
+}
+
+/// `conf` with the three [`TRIMMED_KEYS`] reduced to member `first`, as YAML.
+pub fn first_member_only(conf: &str, first: &str) -> Result<String, String> {
+    EtcdConfDocument::parse(conf)?.first_member_only(first)?.to_yaml()
+}
+
+/// Step 6: the ConfigMap names only the first member (etcd-druid's step 05: `initial-cluster`,
+/// `initial-advertise-peer-urls` and `advertise-client-urls`; the member started next then bootstraps alone).
 struct EditInitialCluster(EtcdRef);
 
 impl EditInitialCluster {
@@ -575,14 +674,15 @@ impl EditInitialCluster {
             .and_then(|v| v["name"].as_str().map(String::from))
             .ok_or_else(|| StepError::Permanent("the ConfigMap was not recorded (step RecordConfigMap)".into()))
     }
-    async fn current(&self, cx: &StepContext) -> Result<(String, String), StepError> {
+    async fn current(&self, cx: &StepContext) -> Result<(String, EtcdConfDocument), StepError> {
         let name = self.config_map_name(cx)?;
         let cm = Api::<ConfigMap>::namespaced(cx.client.clone(), cx.namespace())
             .get(&name)
             .await
             .map_err(|e| kube_err(format!("reading configmap {name}"), e))?;
         let conf = cm.data.unwrap_or_default().remove(ETCD_CONF_KEY).unwrap_or_default();
-        Ok((name, conf))
+        let doc = EtcdConfDocument::parse(&conf).map_err(|e| StepError::Permanent(format!("configmap {name}: {e}")))?;
+        Ok((name, doc))
     }
 }
 
@@ -591,11 +691,14 @@ impl Step for EditInitialCluster {
         "EditInitialCluster".into()
     }
     fn description(&self) -> String {
-        format!("edit initial-cluster in the recorded ConfigMap so that it names only {}", self.0.names.member(0))
+        format!(
+            "edit etcd.conf.yaml in the recorded ConfigMap so that initial-cluster, initial-advertise-peer-urls and advertise-client-urls name only {} (an advertise string of etcd-druid before v0.25 names no member and is kept)",
+            self.0.names.member(0)
+        )
     }
     fn kubectl(&self) -> Vec<String> {
         vec![format!(
-            "kubectl edit cm \"$(kubectl get sts {} -o jsonpath='{{.spec.template.spec.volumes[?(@.name==\"{CONFIG_VOLUME}\")].configMap.name}}')\"   # initial-cluster: {}=<its peer URL>",
+            "kubectl edit cm \"$(kubectl get sts {} -o jsonpath='{{.spec.template.spec.volumes[?(@.name==\"{CONFIG_VOLUME}\")].configMap.name}}')\"   # {ETCD_CONF_KEY}: keep only {} in initial-cluster, initial-advertise-peer-urls and advertise-client-urls",
             self.0.names.statefulset(),
             self.0.names.member(0)
         )]
@@ -605,16 +708,14 @@ impl Step for EditInitialCluster {
     }
     fn check<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, bool> {
         async move {
-            let (_, conf) = self.current(cx).await?;
-            let members = initial_cluster_members(&conf);
-            let first = self.0.names.member(0);
-            Ok(members.len() == 1 && members[0].split_once('=').is_some_and(|(n, _)| n == first))
+            let (_, doc) = self.current(cx).await?;
+            Ok(doc.names_only(&self.0.names.member(0)))
         }
         .boxed()
     }
     fn act<'a>(&'a self, cx: &'a StepContext) -> StepFuture<'a, ()> {
         async move {
-            let (name, conf) = self.current(cx).await?;
+            let (name, doc) = self.current(cx).await?;
             // The last-known-good copy, restored by the runbook engine if this step fails permanently.
             let lkg = last_known_good_key(&self.name());
             if cx.journal(&lkg).is_none()
@@ -622,12 +723,10 @@ impl Step for EditInitialCluster {
             {
                 cx.record(&lkg, json!({"kind": "ConfigMap", "name": name, "data": rec["data"]})).await?;
             }
-            let edited = first_member_only(&conf, &self.0.names.member(0)).ok_or_else(|| {
-                StepError::Permanent(format!(
-                    "initial-cluster in configmap {name} does not name {}",
-                    self.0.names.member(0)
-                ))
-            })?;
+            let edited = doc
+                .first_member_only(&self.0.names.member(0))
+                .and_then(|d| d.to_yaml())
+                .map_err(|e| StepError::Permanent(format!("configmap {name}: {e}")))?;
             Api::<ConfigMap>::namespaced(cx.client.clone(), cx.namespace())
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"data": {ETCD_CONF_KEY: edited}})))
                 .await
@@ -641,7 +740,7 @@ impl Step for EditInitialCluster {
             Ok(if self.check(cx).await? {
                 Readiness::Ready
             } else {
-                Readiness::NotReady("initial-cluster not edited yet".into())
+                Readiness::NotReady("the ConfigMap does not name only the first member yet".into())
             })
         }
         .boxed()
@@ -912,16 +1011,59 @@ mod tests {
         assert!(quorum_loss_preconditions(&facts(5, 2)).is_ok());
     }
 
+    /// etcd.conf.yaml as etcd-druid v0.37.1 writes it for a 3-member etcd-main with TLS (keys sorted).
+    const V0_37_CONF: &str = "advertise-client-urls:\n  etcd-main-0:\n  - https://etcd-main-0.etcd-main-peer.default.svc:2379\n  etcd-main-1:\n  - https://etcd-main-1.etcd-main-peer.default.svc:2379\n  etcd-main-2:\n  - https://etcd-main-2.etcd-main-peer.default.svc:2379\nauto-compaction-mode: periodic\nauto-compaction-retention: 30m\nclient-transport-security:\n  auto-tls: false\n  cert-file: /var/etcd/ssl/server/tls.crt\n  client-cert-auth: true\n  key-file: /var/etcd/ssl/server/tls.key\n  trusted-ca-file: /var/etcd/ssl/ca/bundle.crt\ndata-dir: /var/etcd/data/new.etcd\nenable-grpc-gateway: false\ninitial-advertise-peer-urls:\n  etcd-main-0:\n  - https://etcd-main-0.etcd-main-peer.default.svc:2380\n  etcd-main-1:\n  - https://etcd-main-1.etcd-main-peer.default.svc:2380\n  etcd-main-2:\n  - https://etcd-main-2.etcd-main-peer.default.svc:2380\ninitial-cluster: etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380,etcd-main-1=https://etcd-main-1.etcd-main-peer.default.svc:2380,etcd-main-2=https://etcd-main-2.etcd-main-peer.default.svc:2380\ninitial-cluster-state: new\ninitial-cluster-token: etcd-cluster\nlisten-client-urls: https://0.0.0.0:2379\nlisten-peer-urls: https://0.0.0.0:2380\nmetrics: basic\nname: etcd-config\nnext-cluster-version-compatible: true\nquota-backend-bytes: 8589934592\nsnapshot-count: 10000\n";
+
     #[test]
-    fn initial_cluster_is_reduced_to_the_first_member_and_the_rest_is_kept() {
-        let conf = "name: etcd-main\n# Initial cluster\ninitial-cluster: etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380,etcd-main-1=https://etcd-main-1.etcd-main-peer.default.svc:2380\ninitial-cluster-state: new\n";
-        let edited = first_member_only(conf, "etcd-main-0").unwrap();
+    fn the_three_keys_of_step_05_are_trimmed_to_the_first_member_and_the_rest_is_kept() {
+        let edited = first_member_only(V0_37_CONF, "etcd-main-0").unwrap();
+        let doc = EtcdConfDocument::parse(&edited).unwrap();
+        assert_eq!(doc.initial_cluster_members(), ["etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380"]);
         assert_eq!(
-            initial_cluster_members(&edited),
-            ["etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380"]
+            doc.get("initial-advertise-peer-urls"),
+            Some(&json!({"etcd-main-0": ["https://etcd-main-0.etcd-main-peer.default.svc:2380"]}))
         );
-        assert!(edited.contains("initial-cluster-state: new") && edited.contains("# Initial cluster"));
-        assert!(first_member_only(conf, "etcd-main-9").is_none());
+        assert_eq!(
+            doc.get("advertise-client-urls"),
+            Some(&json!({"etcd-main-0": ["https://etcd-main-0.etcd-main-peer.default.svc:2379"]}))
+        );
+        assert!(doc.names_only("etcd-main-0"));
+        // Every other key is unchanged and stays where it was.
+        let before = EtcdConfDocument::parse(V0_37_CONF).unwrap();
+        let others = |d: &EtcdConfDocument| {
+            d.0.iter().filter(|(k, _)| !TRIMMED_KEYS.contains(&k.as_str())).cloned().collect::<Vec<_>>()
+        };
+        assert_eq!(others(&doc), others(&before));
+        assert_eq!(
+            doc.0.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            before.0.iter().map(|(k, _)| k).collect::<Vec<_>>()
+        );
+        assert!(!before.names_only("etcd-main-0"));
+        assert_eq!(
+            first_member_only(V0_37_CONF, "etcd-main-9").unwrap_err(),
+            "initial-cluster does not name etcd-main-9"
+        );
+    }
+
+    #[test]
+    fn the_older_format_keeps_its_advertise_strings() {
+        // etcd-druid v0.22-v0.24 (pkg/component/etcd/configmap/configmap.go, internal/component/configmap/etcdconfig.go).
+        let conf = "name: etcd-main\ninitial-advertise-peer-urls: https@etcd-main-peer@default@2380\ninitial-cluster: etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380,etcd-main-1=https://etcd-main-1.etcd-main-peer.default.svc:2380\nadvertise-client-urls: https@etcd-main-peer@default@2379\ninitial-cluster-state: new\n";
+        let doc = EtcdConfDocument::parse(&first_member_only(conf, "etcd-main-0").unwrap()).unwrap();
+        assert_eq!(doc.initial_cluster_members(), ["etcd-main-0=https://etcd-main-0.etcd-main-peer.default.svc:2380"]);
+        assert_eq!(doc.get("initial-advertise-peer-urls"), Some(&json!("https@etcd-main-peer@default@2380")));
+        assert_eq!(doc.get("initial-cluster-state"), Some(&json!("new")));
+        assert!(doc.names_only("etcd-main-0"));
+    }
+
+    #[test]
+    fn a_per_member_map_without_the_first_member_or_bad_yaml_is_refused() {
+        let conf = "initial-cluster: etcd-main-0=https://a:2380\ninitial-advertise-peer-urls:\n  etcd-main-1:\n  - https://b:2380\n";
+        assert_eq!(
+            first_member_only(conf, "etcd-main-0").unwrap_err(),
+            "initial-advertise-peer-urls does not name etcd-main-0"
+        );
+        assert!(first_member_only("initial-cluster: [unclosed", "etcd-main-0").is_err());
     }
 
     #[test]

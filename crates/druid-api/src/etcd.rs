@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,21 @@ pub struct EtcdSpec {
     /// Prefix of member names (`<prefix>-<pod>`), when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member_name_prefix: Option<String>,
+    /// `spec.sharedConfig`: settings shared by etcd and the sidecar (auto-compaction).
+    #[serde(rename = "sharedConfig", default, skip_serializing_if = "Option::is_none")]
+    pub common: Option<SharedConfig>,
+    /// Annotations druid puts on the pod template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// PriorityClass of the member pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    /// Requested size of each member's volume (a quantity; druid default `16Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_capacity: Option<IntOrString>,
+    /// StorageClass of the volumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
 }
 
 /// `spec.etcd`: ports and TLS of the etcd container.
@@ -56,6 +72,42 @@ pub struct EtcdConfig {
     /// TLS of the peer URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_url_tls: Option<TlsConfig>,
+    /// `metrics` level of etcd (`basic` or `extensive`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
+    /// Backend quota (a quantity; druid default `8Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<IntOrString>,
+    /// `snapshot-count` of etcd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_count: Option<i64>,
+    /// `enable-grpc-gateway` of etcd.
+    #[serde(rename = "enableGRPCGateway", default, skip_serializing_if = "Option::is_none")]
+    pub enable_grpc_gateway: Option<bool>,
+    /// Port of etcd-wrapper's HTTP server (readiness; default 9095).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrapper_port: Option<i32>,
+    /// Member lease renewal period of the sidecar, a Go duration (default `10s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_duration: Option<String>,
+    /// Cron schedule of defragmentations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defragmentation_schedule: Option<String>,
+    /// Image of etcd-wrapper; druid's image vector when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// `spec.sharedConfig`: settings etcd and backup-restore share.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedConfig {
+    /// `periodic` or `revision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_compaction_mode: Option<String>,
+    /// Retention of the auto-compaction (druid default `30m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_compaction_retention: Option<String>,
 }
 
 /// `spec.backup`: the backup-restore sidecar.
@@ -80,6 +132,30 @@ pub struct BackupSpec {
     /// Image of etcd-backup-restore; druid's image vector when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// `Exponential` or `LimitBased` (druid default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garbage_collection_policy: Option<String>,
+    /// Period of the snapshot garbage collection, a Go duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garbage_collection_period: Option<String>,
+    /// Memory limit of delta snapshots (a quantity; druid default `100Mi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_snapshot_memory_limit: Option<IntOrString>,
+    /// Snapshot compression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<CompressionSpec>,
+}
+
+/// `spec.backup.compression`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CompressionSpec {
+    /// Whether snapshots are compressed (druid default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// `gzip`, `lzw` or `zlib` (druid default `gzip`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// `spec.backup.store`.

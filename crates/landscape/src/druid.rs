@@ -173,16 +173,26 @@ async fn reconcile(ctx: &Ctx, client: &Client, etcd: Etcd, old: Value) -> Result
         let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
         let existing =
             sts_api.get_opt(&names.statefulset()).await.map_err(|e| LandscapeError::kube("get statefulset", e))?;
-        let mut objects = vec![resources::service_account(&etcd), resources::config_map(&etcd, replicas)];
+        // internal/controller/etcd/reconciler.go: the components in their registry order; the ConfigMap's checksum
+        // goes into the pod template (configmap.go Sync → statefulset builder.go getPodTemplateAnnotations).
+        let config_map = resources::config_map(&etcd);
+        let checksum = resources::config_map_checksum(&config_map);
+        let mut objects =
+            vec![resources::service_account(&etcd), resources::role(&etcd), resources::role_binding(&etcd), config_map];
         objects.extend(resources::services(&etcd));
         objects.push(resources::pod_disruption_budget(&etcd));
         for o in objects {
             create_or_patch(client, &ns, o, true).await?;
         }
-        for l in resources::leases(&etcd, replicas, ctx.opts.lease_seconds) {
+        for l in resources::leases(&etcd, ctx.opts.lease_seconds) {
             create_or_patch(client, &ns, l, false).await?;
         }
-        let mut sts = resources::stateful_set(&etcd, replicas);
+        let inputs = resources::StatefulSetInputs {
+            replicas,
+            config_map_checksum: Some(checksum),
+            local_store_host_path: local_store_host_path(client, &etcd).await,
+        };
+        let mut sts = resources::stateful_set(&etcd, &inputs);
         if let Some(old) = &existing
             && old.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0) < replicas
             && old.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0) > 0
@@ -228,6 +238,23 @@ async fn reconcile(ctx: &Ctx, client: &Client, etcd: Etcd, old: Value) -> Result
             .map_err(|e| LandscapeError::kube("update etcd status", e))?;
     }
     Ok(())
+}
+
+/// etcd-druid v0.37.1 `internal/store/store.go` `GetHostMountPathFromSecretRef`: the `hostPath` of a Local store's
+/// secret, when the store names one (`None`: the default directory).
+async fn local_store_host_path(client: &Client, etcd: &Etcd) -> Option<String> {
+    let store = etcd.spec.backup.store.as_ref()?;
+    if store.provider.as_deref().and_then(resources::storage_provider) != Some("Local") {
+        return None;
+    }
+    let secret = store.secret_ref.as_ref()?;
+    let ns = secret.namespace.clone().or_else(|| etcd.metadata.namespace.clone()).unwrap_or_default();
+    let s = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns)
+        .get_opt(&secret.name)
+        .await
+        .ok()??;
+    let bytes = s.data?.get("hostPath")?.0.clone();
+    String::from_utf8(bytes).ok()
 }
 
 /// etcd-druid's default `--etcd-status-sync-period`.

@@ -11,14 +11,18 @@
 //!
 //! Every actor works only through the Kubernetes API ([`kube::Client`]), so the landscape runs on the
 //! embedded API server and on a real one. Each etcd pod is a real etcd process on loopback, or a simulated
-//! member serving the same API when no etcd binary is found ([`EtcdBackend`], see [`crate::etcd`]); its PVC is a directory under the state dir, `initial-cluster` comes from the
-//! ConfigMap mounted as `etcd-config-file` (peer names mapped to loopback ports), and membership is real.
+//! member serving the same API when no etcd binary is found ([`EtcdBackend`], see [`crate::etcd`]); its PVC is a
+//! directory under the state dir, its configuration is the ConfigMap mounted as `etcd-config-file` parsed as
+//! etcd-druid v0.37.1 writes it ([`etcdconf`]; pod DNS names mapped to loopback ports), and membership is real.
 //!
-//! - [`druid`]: managed resources with etcd-druid's names and labels, and the Etcd status.
+//! - [`druid`]: the managed resources (rendered by [`resources`] as etcd-druid v0.37.1's builders render them),
+//!   and the Etcd status.
+//! - [`etcdconf`]: `etcd.conf.yaml`, rendered and read back per member.
 //! - [`statefulset`]: StatefulSet controller and kubelet: PVCs, pods by ordinal, pod status.
 //! - [`member`]: one pod's etcd process plus its backup-restore sidecar.
 //! - [`backup`]: the local object store of snapshots.
-//! - [`tls`]: a member's client TLS key pair, from its Etcd's server TLS secret, loaded on each start.
+//! - [`tls`]: the TLS files a member's configuration names, from the secrets its containers mount, loaded on
+//!   each start.
 //! - [`dwd`]: dependency-watchdog's prober and the control-plane Deployments.
 //! - [`certmanager`], [`mcm`]: cert-manager's issuing controllers; machine-controller-manager.
 //! - [`jobs`]: every snapshot compaction Job (druid's `E-compactor` or a task's) and `EtcdCopyBackupsTask`, run
@@ -27,6 +31,7 @@
 //! - [`playground`]: the embedded API server plus the landscape, for `druidctl playground` and `demo`.
 
 pub mod etcd;
+pub mod etcdconf;
 
 pub mod backup;
 mod cache;

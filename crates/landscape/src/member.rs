@@ -29,7 +29,9 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use super::backup::{ObjectStore, SnapshotInfo};
-use super::resources::{BACKUP_PORT, config_map_of_statefulset, parse_etcd_conf, parse_initial_cluster};
+use super::etcdconf::{ETCD_CONF_KEY, EtcdConf, EtcdConfError, MemberConf};
+use super::resources::{BACKUP_PORT, config_map_of_statefulset};
+use super::tls::arg;
 use super::{Ctx, micro_time_now};
 use crate::etcd::cluster::{add_member_retrying, initial_cluster_for_join};
 use crate::etcd::process::remove_dir_if_exists;
@@ -76,6 +78,43 @@ struct State {
     /// The sidecar's HTTPS configuration while the Etcd has `spec.backup.tls` (loaded with the member's start,
     /// as the container mounts the secret); `None` serves plain HTTP.
     backup_tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// The backup-restore container's args in the StatefulSet's pod template, read with the member's start (a
+    /// container's args are fixed while it runs): the object store (`--storage-provider`, `--store-prefix`) and
+    /// the delta snapshot period come from them.
+    sidecar_args: Option<Vec<String>>,
+}
+
+/// What a member's containers start with.
+struct StartConfig {
+    /// `etcd.conf.yaml` resolved for this member.
+    member: MemberConf,
+    /// The StatefulSet (JSON), for the mounted secrets.
+    sts: Value,
+    /// The backup-restore container's args.
+    sidecar_args: Vec<String>,
+}
+
+/// The pod a member URL names: the first label of its host (`<pod>.<peer service>.<namespace>.svc`).
+fn pod_of_url(url: &str) -> Option<&str> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split([':', '/']).next()?;
+    if host.parse::<std::net::IpAddr>().is_ok() || !host.contains('.') {
+        return None;
+    }
+    host.split('.').next().filter(|h| !h.is_empty())
+}
+
+/// The object store prefix and delta snapshot period in the sidecar's args (`--store-prefix`,
+/// `--delta-snapshot-period`; etcd-druid v0.37.1 internal/component/statefulset/builder.go): `None` without a
+/// store (`--storage-provider` absent). Without a period the landscape's own interval applies.
+fn store_and_period_of(args: &[String], default_period: Duration) -> Option<(String, Duration)> {
+    arg(args, "storage-provider")?;
+    let prefix = arg(args, "store-prefix")?.to_string();
+    let period = arg(args, "delta-snapshot-period")
+        .and_then(crate::certmanager::parse_go_duration)
+        .map(|d| d.unsigned_abs())
+        .unwrap_or(default_period);
+    Some((prefix, period))
 }
 
 /// Why a start was refused.
@@ -280,16 +319,9 @@ impl MemberRuntime {
 
     async fn store_and_period(&self) -> Option<(ObjectStore, Duration)> {
         let ctx = self.ctx.upgrade()?;
-        let etcd = self.etcd_object().await?;
-        let store = etcd.spec.backup.store.as_ref()?;
-        let period = etcd
-            .spec
-            .backup
-            .delta_snapshot_period
-            .as_deref()
-            .and_then(parse_go_duration)
-            .unwrap_or(ctx.opts.delta_snapshot_interval);
-        Some((ObjectStore::new(ctx.store_dir(&self.namespace, &store.prefix)), period))
+        let args = self.state.lock().expect("state").sidecar_args.clone()?;
+        store_and_period_of(&args, ctx.opts.delta_snapshot_interval)
+            .map(|(prefix, period)| (ObjectStore::new(ctx.store_dir(&self.namespace, &prefix)), period))
     }
 
     /// etcd-backup-restore `pkg/health/heartbeat/heartbeat.go`: the holder is the snapshot's last revision and
@@ -352,10 +384,10 @@ impl MemberRuntime {
         }
     }
 
-    /// Reads the ConfigMap mounted as `etcd-config-file`: `(initial-cluster pairs, state, token, member prefix)`.
-    /// The pairs are named by member (`<member-name-prefix>-<pod>` when the config has a prefix, as etcd-druid
-    /// writes it), see [`MemberRuntime::member_name`].
-    async fn read_config(&self, ctx: &Ctx) -> Result<(Vec<(String, String)>, String, String, Option<String>), Blocked> {
+    /// Reads what the pod's containers are started with: the StatefulSet's pod template (the sidecar's args, the
+    /// mounted secrets) and the ConfigMap mounted as `etcd-config-file`, parsed as YAML and resolved for this member
+    /// as backup-restore's `/config` endpoint does it (etcd-backup-restore `pkg/server/httpAPI.go` `serveConfig`).
+    async fn read_config(&self, ctx: &Ctx) -> Result<StartConfig, Blocked> {
         let client = ctx.clients.backup_restore.clone();
         let sts = Api::<StatefulSet>::namespaced(client.clone(), &self.namespace)
             .get_opt(&self.etcd)
@@ -367,8 +399,8 @@ impl MemberRuntime {
                 message: "StatefulSet not found".into(),
                 counts_as_crash: false,
             })?;
-        let sts_json = serde_json::to_value(&sts).unwrap_or(Value::Null);
-        let cm_name = config_map_of_statefulset(&sts_json).ok_or_else(|| Blocked {
+        let sts = serde_json::to_value(&sts).unwrap_or(Value::Null);
+        let cm_name = config_map_of_statefulset(&sts).ok_or_else(|| Blocked {
             reason: "CreateContainerConfigError",
             message: "no volume etcd-config-file in the StatefulSet".into(),
             counts_as_crash: false,
@@ -381,53 +413,57 @@ impl MemberRuntime {
                     counts_as_crash: false,
                 },
             )?;
-        let yaml = cm.data.as_ref().and_then(|d| d.get("etcd.conf.yaml")).cloned().unwrap_or_default();
-        let conf = parse_etcd_conf(&yaml);
-        let ic = parse_initial_cluster(conf.get("initial-cluster").map(String::as_str).unwrap_or_default());
-        let prefix = conf.get("member-name-prefix").filter(|p| !p.is_empty()).cloned();
-        let me = self.member_name(prefix.as_deref());
-        if !ic.iter().any(|(n, _)| *n == me) {
+        let yaml = cm.data.as_ref().and_then(|d| d.get(ETCD_CONF_KEY)).cloned().unwrap_or_default();
+        // backup-restore cannot serve the config (etcd-wrapper then cannot start etcd): the container fails.
+        let crash = |e: EtcdConfError| Blocked {
+            reason: "Error",
+            message: format!("configmap {cm_name}: {e}"),
+            counts_as_crash: true,
+        };
+        let member = EtcdConf::parse(&yaml).and_then(|c| c.member_urls(&self.pod)).map_err(crash)?;
+        if !member.initial_cluster.iter().any(|(n, _)| *n == member.name) {
             return Err(Blocked {
                 reason: "Error",
-                message: format!("member {me} is not in initial-cluster of configmap {cm_name}"),
+                message: format!("member {} is not in initial-cluster of configmap {cm_name}", member.name),
                 counts_as_crash: true,
             });
         }
-        Ok((
-            ic,
-            conf.get("initial-cluster-state").cloned().unwrap_or_else(|| "new".into()),
-            conf.get("initial-cluster-token").cloned().unwrap_or_else(|| "etcd-cluster".into()),
-            prefix,
-        ))
-    }
-
-    /// This pod's etcd member name: `<prefix>-<pod>` with a member name prefix, else the pod name (etcd-druid
-    /// `GetMemberName`, `api/core/v1alpha1/helper.go`).
-    fn member_name(&self, prefix: Option<&str>) -> String {
-        match prefix {
-            Some(p) => format!("{p}-{}", self.pod),
-            None => self.pod.clone(),
-        }
+        let sidecar_args = sts
+            .pointer("/spec/template/spec/containers")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["name"] == "backup-restore"))
+            .and_then(|c| serde_json::from_value::<Vec<String>>(c["args"].clone()).ok())
+            .unwrap_or_default();
+        Ok(StartConfig { member, sts, sidecar_args })
     }
 
     /// The sidecar's initialization: decide how etcd starts, prepare the data dir, start it.
     async fn prepare_and_start(&self, ctx: &Arc<Ctx>) -> Result<(), Blocked> {
-        let (ic, state, token, prefix) = self.read_config(ctx).await?;
-        let me = self.member_name(prefix.as_deref());
+        let StartConfig { member, sts, sidecar_args } = self.read_config(ctx).await?;
+        self.state.lock().expect("state").sidecar_args = Some(sidecar_args.clone());
+        let ic = member.initial_cluster.clone();
+        let me = member.name.clone();
         // etcd's `--name` is the member name (also for a restore below).
         self.process.update_config(|c| c.name = me.clone());
-        // Loopback ports are the pod's: a member name maps back to its pod.
-        let pod_of = |name: &str| -> String {
+        // The playground's DNS: a member URL names its pod (`<pod>.<peer service>.<namespace>.svc`), whose
+        // loopback ports stand in for it; a URL naming no pod falls back to the member name's pod.
+        let prefix = member.conf.member_name_prefix().map(str::to_string);
+        let pod_of = |name: &str, url: &str| -> String {
+            if let Some(pod) = pod_of_url(url) {
+                return pod.to_string();
+            }
             match &prefix {
                 Some(p) => name.strip_prefix(&format!("{p}-")).unwrap_or(name).to_string(),
                 None => name.to_string(),
             }
         };
-        let loopback = |name: &str| format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, &pod_of(name)).1);
+        let peer_port_of = |name: &str, url: &str| ctx.ports(&self.namespace, &pod_of(name, url)).1;
+        let loopback = |name: &str, url: &str| format!("http://127.0.0.1:{}", peer_port_of(name, url));
         let initial_cluster: String =
-            ic.iter().map(|(n, _)| format!("{n}={}", loopback(n))).collect::<Vec<_>>().join(",");
+            ic.iter().map(|(n, u)| format!("{n}={}", loopback(n, u))).collect::<Vec<_>>().join(",");
         let force_rejoin = self.state.lock().expect("state").force_rejoin;
-        let cluster_state = if state == "existing" { ClusterState::Existing } else { ClusterState::New };
+        let cluster_state =
+            if member.conf.initial_cluster_state == "existing" { ClusterState::Existing } else { ClusterState::New };
         let mut join: Option<(String, u64)> = None;
 
         if ic.len() == 1 {
@@ -439,8 +475,8 @@ impl MemberRuntime {
             let peers: Vec<EtcdClient> = ic
                 .iter()
                 .filter(|(n, _)| *n != me)
-                .map(|(n, _)| {
-                    EtcdClient::new(&format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, &pod_of(n)).0))
+                .map(|(n, u)| {
+                    EtcdClient::new(&format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, &pod_of(n, u)).0))
                         .with_timeout(Duration::from_millis(800))
                 })
                 .collect();
@@ -453,7 +489,7 @@ impl MemberRuntime {
             }
             match quorate {
                 Some(peer) => {
-                    let my_peer = loopback(&me);
+                    let my_peer = format!("http://127.0.0.1:{}", self.process.config().peer_port);
                     let members = peer.member_list().await?;
                     let mine = members.iter().find(|m| m.peer_urls.contains(&my_peer));
                     let never_started = mine.is_some_and(|m| m.name.is_empty());
@@ -494,9 +530,15 @@ impl MemberRuntime {
         }
 
         // The server TLS secret is mounted (written) at every start: a restart loads a renewed certificate.
-        let client_tls = super::tls::client_tls(ctx, &self.namespace, &self.etcd, &self.pod)
-            .await
-            .map_err(|message| Blocked { reason: "ContainerCreating", message, counts_as_crash: false })?;
+        let client_tls = super::tls::client_tls(
+            ctx,
+            &self.namespace,
+            &self.pod,
+            &sts,
+            member.conf.client_transport_security.as_ref(),
+        )
+        .await
+        .map_err(|message| Blocked { reason: "ContainerCreating", message, counts_as_crash: false })?;
         // A port-forward to the pod's client port (`pods/<pod>/portforward?ports=2379`) reaches what the
         // member serves there: its TLS listener when the Etcd has client TLS, else the plain client URL.
         if let Some(r) = &ctx.registrar {
@@ -508,14 +550,23 @@ impl MemberRuntime {
         }
         // The sidecar serves HTTPS with `spec.backup.tls`'s server key pair (etcd-druid passes
         // --server-cert/--server-key to etcd-backup-restore, internal/component/statefulset/builder.go).
-        let backup_tls = super::tls::backup_server_tls(ctx, &self.namespace, &self.etcd)
+        let backup_tls = super::tls::backup_server_tls(ctx, &self.namespace, &sts, &sidecar_args)
             .await
             .map_err(|message| Blocked { reason: "ContainerCreating", message, counts_as_crash: false })?;
         self.state.lock().expect("state").backup_tls = backup_tls;
         let log = self.process.config().log_file;
+        let conf = &member.conf;
         self.process.update_config(|c| {
             c.client_tls = client_tls;
-            c.initial_cluster_token = token;
+            c.initial_cluster_token = Some(conf.initial_cluster_token.clone())
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| "etcd-cluster".into());
+            // The keys of etcd.conf.yaml a member started by etcd-wrapper takes from it; an empty one is etcd's default.
+            c.snapshot_count = u64::try_from(conf.snapshot_count).ok().filter(|n| *n > 0);
+            c.quota_backend_bytes = Some(conf.quota_backend_bytes).filter(|n| *n > 0);
+            c.metrics = Some(conf.metrics.clone()).filter(|m| !m.is_empty());
+            c.auto_compaction = Some((conf.auto_compaction_mode.clone(), conf.auto_compaction_retention.clone()))
+                .filter(|(m, r)| !m.is_empty() && !r.is_empty());
             match &join {
                 Some((ic, _)) => {
                     c.initial_cluster = ic.clone();
@@ -869,6 +920,23 @@ async fn handle(rt: Weak<MemberRuntime>, req: hyper::Request<hyper::body::Incomi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_name_their_pods() {
+        assert_eq!(pod_of_url("https://etcd-main-1.etcd-main-peer.ns.svc:2380"), Some("etcd-main-1"));
+        assert_eq!(pod_of_url("http://127.0.0.1:2380"), None);
+        assert_eq!(pod_of_url("http://localhost:2380"), None);
+    }
+
+    #[test]
+    fn the_store_comes_from_the_sidecar_args() {
+        let etcd = crate::resources::tests::etcd(3);
+        let args = crate::resources::backup_restore_args(&etcd);
+        assert_eq!(store_and_period_of(&args, Duration::from_secs(7)), Some(("p".into(), Duration::from_secs(7))));
+        let with_period = [args.clone(), vec!["--delta-snapshot-period=2s".into()]].concat();
+        assert_eq!(store_and_period_of(&with_period, Duration::from_secs(7)).unwrap().1, Duration::from_secs(2));
+        assert_eq!(store_and_period_of(&["server".to_string()], Duration::from_secs(7)), None);
+    }
 
     #[test]
     fn go_durations_parse() {

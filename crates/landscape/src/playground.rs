@@ -690,12 +690,14 @@ async fn populate(
         "metadata": {"name": opts.etcd_name, "namespace": ns, "labels": {"role": "main", "gardener.cloud/role": "controlplane"}},
         "spec": {
             "replicas": opts.members,
-            "labels": {"role": "main", "gardener.cloud/role": "controlplane"},
+            // Gardener puts `app: etcd-statefulset` among them (gardener/gardener pkg/component/etcd/etcd/etcd.go).
+            "labels": {"role": "main", "gardener.cloud/role": "controlplane", "app": "etcd-statefulset"},
             // Gardener's etcd-main (class important) names its claim template `main-etcd`
             // (gardener/gardener pkg/component/etcd/etcd/etcd.go): PVCs `main-etcd-etcd-main-<i>`.
             "volumeClaimTemplate": "main-etcd",
-            // The members serve client TLS with the key pair of `etcd-server` beside plain HTTP (see
-            // `super::tls`); peers stay plain HTTP. The Certificates below keep these secrets filled.
+            // The members serve client TLS with the key pair of `etcd-server` (mounted as the ConfigMap's
+            // client-transport-security names it) beside plain HTTP; peers stay plain HTTP (see
+            // `resources::PLAYGROUND_DIFFERENCES`). The Certificates below keep these secrets filled.
             "etcd": {"clientPort": 2379, "serverPort": 2380,
                      "clientUrlTls": {"tlsCASecretRef": {"name": "ca-etcd"}, "serverTLSSecretRef": {"name": "etcd-server"},
                                       "clientTLSSecretRef": {"name": "etcd-client"}},

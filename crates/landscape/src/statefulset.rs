@@ -701,10 +701,10 @@ pub fn pod_status(view: &PodView) -> Value {
         ],
         "containerStatuses": [
             {"name": "etcd", "ready": view.ready, "started": view.running, "restartCount": view.restart_count,
-             "image": "europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:v0.2.0", "imageID": "",
+             "image": super::resources::IMAGE_ETCD_WRAPPER, "imageID": "",
              "state": etcd_state},
             {"name": "backup-restore", "ready": true, "started": true, "restartCount": 0,
-             "image": "europe-docker.pkg.dev/gardener-project/public/gardener/etcdbrctl:v0.30.0", "imageID": "",
+             "image": super::resources::IMAGE_BACKUP_RESTORE, "imageID": "",
              "state": {"running": {"startedAt": view.started_at.clone().unwrap_or(now)}}},
         ],
     })

@@ -62,6 +62,12 @@ pub struct MemberConfig {
     pub election_ms: u64,
     /// `--snapshot-count`, when set.
     pub snapshot_count: Option<u64>,
+    /// `--quota-backend-bytes`, when set.
+    pub quota_backend_bytes: Option<i64>,
+    /// `--metrics` (`basic` or `extensive`), when set.
+    pub metrics: Option<String>,
+    /// `--auto-compaction-mode` and `--auto-compaction-retention`, when set.
+    pub auto_compaction: Option<(String, String)>,
     /// Where stdout and stderr of the process are appended.
     pub log_file: PathBuf,
     /// An additional `https://` client listener, beside the plain-HTTP one (`None`: plain HTTP only).
@@ -102,6 +108,9 @@ impl MemberConfig {
             heartbeat_ms: 100,
             election_ms: 1000,
             snapshot_count: None,
+            quota_backend_bytes: None,
+            metrics: None,
+            auto_compaction: None,
             log_file: log_file.into(),
             client_tls: None,
         }
@@ -152,6 +161,18 @@ impl MemberConfig {
         if let Some(n) = self.snapshot_count {
             args.push("--snapshot-count".into());
             args.push(n.to_string().into());
+        }
+        if let Some(n) = self.quota_backend_bytes {
+            args.push("--quota-backend-bytes".into());
+            args.push(n.to_string().into());
+        }
+        if let Some(m) = &self.metrics {
+            args.push("--metrics".into());
+            args.push(m.into());
+        }
+        if let Some((mode, retention)) = &self.auto_compaction {
+            args.extend(["--auto-compaction-mode".into(), mode.into()]);
+            args.extend(["--auto-compaction-retention".into(), retention.into()]);
         }
         if let Some(tls) = &self.client_tls {
             args.extend([
