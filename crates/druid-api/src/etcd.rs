@@ -56,6 +56,10 @@ pub struct EtcdConfig {
     /// TLS of the peer URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_url_tls: Option<TlsConfig>,
+    /// Backend quota of etcd (`--quota-backend-bytes`), a Kubernetes quantity such as `8Gi`; etcd-druid's default
+    /// when unset is 8Gi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 }
 
 /// `spec.backup`: the backup-restore sidecar.
