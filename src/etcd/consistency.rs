@@ -133,7 +133,8 @@ pub async fn check(
                 member: name,
                 member_id: super::hex_id(id),
                 revision: current,
-                hash_revision: h.hash_revision(),
+                // etcd before 3.5 does not say (0): the hash is at the revision asked for.
+                hash_revision: Some(h.hash_revision()).filter(|r| *r > 0).unwrap_or(revision),
                 compact_revision: h.compact_version(),
                 hash: h.hash(),
             }),
