@@ -1,7 +1,7 @@
 //! druidctl: operations toolkit for etcd clusters managed by etcd-druid.
 //!
 //! The binary (`src/main.rs`, `src/cmd/`) is a thin layer over this library:
-//! typed APIs (`api`), cluster access (`kube`), the health model (`health`),
+//! typed APIs (`api`), cluster access (`kube`), etcd's own view of its members (`etcd`), the health model (`health`),
 //! output (`output`), the task registry (`tasks`), the reconciler (`reconciler`),
 //! the runbook engine (`runbook`), certificates (`certs`) and machines (`machines`).
 //!
@@ -11,6 +11,7 @@
 
 pub use druid_api as api;
 pub mod certs;
+pub mod etcd;
 pub mod health;
 pub mod kube;
 pub mod machines;

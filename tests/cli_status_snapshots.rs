@@ -139,7 +139,7 @@ fn healthy() -> HealthInputs {
         .collect();
     leases.push(lease(&format!("{ETCD}-full-snap"), "48213", 3 * 3600));
     leases.push(lease(&format!("{ETCD}-delta-snap"), "48977", 40));
-    HealthInputs { etcd, pods, pvcs, leases, tasks: Some(Vec::new()) }
+    HealthInputs { etcd, pods, pvcs, leases, tasks: Some(Vec::new()), etcd_observation: None }
 }
 
 fn member_down(inputs: &mut HealthInputs, i: usize, reason: &str) {

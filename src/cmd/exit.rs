@@ -55,7 +55,11 @@ impl ExitCode {
             "rejected by a precondition or safety check",
             "A check refused the change (e.g. `reconcile` while spec reconciliation is suspended, a confirmation needed without a terminal and without `--yes`, declined, or another runbook run holding the Etcd); the message says what changed so far, if anything.",
         ),
-        (ExitCode::Unhealthy, "unhealthy", "`status`: at least one Etcd is Degraded or has lost quorum."),
+        (
+            ExitCode::Unhealthy,
+            "unhealthy",
+            "`status`: at least one Etcd is Degraded or has lost quorum (an armed etcd alarm counts); `check`: a member's keyspace differs.",
+        ),
         (ExitCode::Forbidden, "forbidden", "RBAC denied a request, or the credentials were not accepted."),
         (
             ExitCode::NotFound,
@@ -125,6 +129,15 @@ pub fn classify(err: &anyhow::Error) -> ExitCode {
         {
             return ExitCode::Rejected;
         }
+        if let Some(e) = cause.downcast_ref::<druidctl::etcd::EtcdError>() {
+            use druidctl::etcd::EtcdError;
+            return match e {
+                EtcdError::Unreachable(_) | EtcdError::Failed(_) => ExitCode::Failed,
+                EtcdError::Refused(_) => ExitCode::Rejected,
+                EtcdError::NotFound(_) => ExitCode::NotFound,
+                EtcdError::Divergent(_) => ExitCode::Unhealthy,
+            };
+        }
         if cause.is::<OutputError>() {
             return ExitCode::Failed;
         }
@@ -151,10 +164,14 @@ pub const BY_COMMAND: &[(ExitCode, &str, &str)] = &[
     ),
     (
         ExitCode::Rejected,
-        "`reconcile`, `task create` and the shortcuts (preconditions), `machine delete` (quorum), every `runbook` (preconditions, no terminal without `--yes`, the plan not confirmed, another run holding the Etcd's task, a task being deleted), `runbook abort` (nothing to abort, or a live executor)",
+        "`reconcile`, `task create` and the shortcuts (preconditions), `machine delete` (quorum), `alarm disarm` (a database still at its quota, no terminal without `--yes`), `move-leader` (a learner or a member not ready), every `runbook` (preconditions, no terminal without `--yes`, the plan not confirmed, another run holding the Etcd's task, a task being deleted), `runbook abort` (nothing to abort, or a live executor)",
         "a second `druidctl runbook quorum-loss-recovery etcd-main` while one runs → `error: task … is being executed by druidctl-runbook@host/4711 since 2026-11-25T22:00:00Z; nothing was changed …`",
     ),
-    (ExitCode::Unhealthy, "`status`", "`druidctl status -A` with an Etcd that lost quorum"),
+    (
+        ExitCode::Unhealthy,
+        "`status`, `check`",
+        "`druidctl status -A` with an Etcd that lost quorum; `druidctl check etcd-main` → `error: member etcd-main-2's keyspace differs from the others' at revision 812; rebuild it with …`",
+    ),
     (
         ExitCode::Forbidden,
         "every command that talks to the cluster; runbooks refuse at their RBAC pre-flight before any change",
@@ -162,7 +179,7 @@ pub const BY_COMMAND: &[(ExitCode, &str, &str)] = &[
     ),
     (
         ExitCode::NotFound,
-        "every command naming an Etcd, task, certificate or machine; `--context`; the task commands without the CRD",
+        "every command naming an Etcd, task, certificate, machine or member (`move-leader`); `--context`; the task commands without the CRD",
         "`druidctl task watch no-such-task` → `error: EtcdOperatorTask \"no-such-task\" not found in namespace \"shoot--a\"`",
     ),
     (

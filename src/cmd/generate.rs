@@ -138,10 +138,26 @@ fn examples(path: &[String], subs: &[&clap::Command]) -> Vec<(String, String)> {
             e("A rehearsal on a throw-away playground:", "demo"),
         ],
         ["status"] => vec![
-            e("Health of one Etcd:", "-n shoot--dev etcd-main"),
+            e("Health of one Etcd, with each member's own etcd status and alarms:", "-n shoot--dev etcd-main"),
+            e("Without asking etcd itself (Kubernetes objects only):", "-n shoot--dev etcd-main --no-etcd"),
             e("Every Etcd, as JSON, exit code 4 when one is unhealthy:", "-A -o json"),
         ],
         ["reconcile"] => vec![e("Reconcile now and wait until etcd-druid did:", "-n shoot--dev etcd-main --wait")],
+        ["check"] => vec![
+            e("Compare every member's keyspace hash; exit 4 names a divergent member:", "-n shoot--dev etcd-main"),
+            e(
+                "The same as JSON, with revision, compact revision and hash per member:",
+                "-n shoot--dev etcd-main -o json",
+            ),
+        ],
+        ["alarm", "list"] => vec![e("The alarms etcd raised, by member:", "-n shoot--dev etcd-main")],
+        ["alarm", "disarm"] => vec![
+            e("Disarm after the space was recovered (asks first):", "-n shoot--dev etcd-main"),
+            e("Without a question (CI):", "-n shoot--dev etcd-main --yes"),
+        ],
+        ["move-leader"] => {
+            vec![e("Let etcd-main-1 lead before the leader's node is drained:", "-n shoot--dev etcd-main etcd-main-1")]
+        }
         ["suspend-reconcile"] | ["resume-reconcile"] => vec![e("By name or NAMESPACE/NAME:", "shoot--dev/etcd-main")],
         ["list-resources"] => vec![e("Everything etcd-druid manages for an Etcd:", "-n shoot--dev etcd-main")],
         ["protection", "enable"] | ["protection", "disable"] => {

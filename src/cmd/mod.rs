@@ -1,7 +1,9 @@
 //! The command line: clap definitions (their doc comments are the help text), global flags, and dispatch.
 //! Each command file turns arguments into a library call and prints the result; nothing here decides.
 
+pub mod alarm;
 pub mod cert;
+pub mod check;
 pub mod compact;
 pub mod completion;
 pub mod copy_backups;
@@ -12,6 +14,7 @@ pub mod install;
 pub mod list_resources;
 pub mod machine;
 pub mod maintenance;
+pub mod move_leader;
 pub mod playground;
 pub mod protection;
 pub mod reconcile;
@@ -129,6 +132,12 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Every resource etcd-druid manages for an Etcd, grouped by kind.
     ListResources(list_resources::ListResourcesArgs),
+    /// Whether every member holds the same keyspace (etcd's HashKV at one common revision); exit 4 if not.
+    Check(check::CheckArgs),
+    /// etcd's alarms (NOSPACE, CORRUPT): list them, or disarm them once their cause is gone.
+    Alarm(alarm::AlarmArgs),
+    /// Hand etcd's leadership to another ready, voting member.
+    MoveLeader(move_leader::MoveLeaderArgs),
     /// Ask etcd-druid to reconcile an Etcd now; --wait until it did.
     Reconcile(reconcile::ReconcileArgs),
     /// Stop etcd-druid from reconciling an Etcd's spec (status is still updated).
@@ -205,6 +214,9 @@ const IGNORED_GLOBALS: &[(&str, &[&str])] = &[
     ("version", &["kubeconfig", "context", "namespace", "all_namespaces", "selector", "request_timeout"]),
     ("install", &["all_namespaces", "selector"]),
     ("serve", &["selector", "output"]),
+    ("check", &["all_namespaces", "selector"]),
+    ("alarm", &["all_namespaces", "selector"]),
+    ("move-leader", &["all_namespaces", "selector"]),
 ];
 
 /// Hides the global flags each command ignores ([`IGNORED_GLOBALS`]).
@@ -359,6 +371,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                     match other {
                         Command::Status(a) => status::exec(&mut ctx, a).await,
                         Command::ListResources(a) => list_resources::exec(&mut ctx, a).await,
+                        Command::Check(a) => check::exec(&mut ctx, a).await,
+                        Command::Alarm(a) => alarm::exec(&mut ctx, a).await,
+                        Command::MoveLeader(a) => move_leader::exec(&mut ctx, a).await,
                         Command::Reconcile(a) => reconcile::exec(&mut ctx, a).await,
                         Command::SuspendReconcile(a) => suspend_reconcile::exec(&mut ctx, a).await,
                         Command::ResumeReconcile(a) => resume_reconcile::exec(&mut ctx, a).await,

@@ -134,7 +134,8 @@ fn parse_member_name_prefix(s: &str) -> Result<String, String> {
 /// Arguments of `playground break`.
 #[derive(Debug, Args)]
 pub struct BreakArgs {
-    /// The failure: member-down, member-lost, quorum-lost, corrupt-member, backup-failing, apiserver-restart.
+    /// The failure: member-down, member-lost, quorum-lost, corrupt-member, backup-failing, apiserver-restart,
+    /// lagging-member.
     #[arg(value_name = "KIND", add = clap_complete::engine::ArgValueCompleter::new(super::completion::break_kinds))]
     pub kind: String,
     /// Member ordinals to hit (default: the highest one, or a majority for quorum-lost).
@@ -143,7 +144,7 @@ pub struct BreakArgs {
     /// Namespace of the Etcd (default: the first).
     #[arg(long = "in", value_name = "NAMESPACE", value_parser = super::parse_namespace)]
     pub in_namespace: Option<String>,
-    /// How long member-down keeps members down (1s to 1h).
+    /// How long member-down keeps members down, or lagging-member keeps them stopped (1s to 1h).
     #[arg(long, value_parser = super::duration_in(1000, 3600))]
     pub down_for: Option<Duration>,
 }

@@ -23,16 +23,31 @@ pub struct StatusArgs {
     /// How often --watch judges again without a change (ages and lease expiry move on by themselves).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::duration_in(100, 3600))]
     pub interval: Duration,
+    /// Do not ask etcd itself (each member's status and the alarms); judge from the Kubernetes objects only.
+    #[arg(long, conflicts_with = "etcd")]
+    pub no_etcd: bool,
+    /// Ask etcd itself also for many Etcds (with -A, or more than 4): without it, only up to 4 Etcds of one
+    /// namespace are asked, so that a whole seed stays fast.
+    #[arg(long)]
+    pub etcd: bool,
 }
 
-/// Reads and judges every target Etcd concurrently.
+/// Up to this many Etcds of one namespace, `status` asks their etcd without `--etcd`.
+pub const ETCD_BY_DEFAULT_MAX: usize = 4;
+
+/// Whether `status` asks etcd itself for `count` Etcds found by `targets`.
+fn ask_etcd(args: &StatusArgs, targets: &Targets, count: usize) -> bool {
+    args.etcd || (!args.no_etcd && !matches!(targets, Targets::AllNamespaces { .. }) && count <= ETCD_BY_DEFAULT_MAX)
+}
+
+/// Reads and judges every target Etcd concurrently, then asks their etcd (when [`ask_etcd`] says so).
 async fn reports(
     ctx: &Context,
     cluster: &druidctl::kube::Cluster,
-    names: &[String],
-) -> anyhow::Result<(Vec<HealthReport>, Targets)> {
-    let targets = ctx.targets(cluster, names, WhenUnnamed::ListAll)?;
-    let inputs = match &targets {
+    args: &StatusArgs,
+) -> anyhow::Result<(Vec<HealthReport>, Targets, Observations)> {
+    let targets = ctx.targets(cluster, &args.targets.etcds, WhenUnnamed::ListAll)?;
+    let mut inputs = match &targets {
         // Named: the GETs and the LISTs in one round trip.
         Targets::Named(keys) => health::collect_named(&cluster.client, keys).await?,
         // Every Etcd of a namespace or of the cluster: the LIST of the Etcds and the others in one round trip.
@@ -43,8 +58,20 @@ async fn reports(
             health::collect_listed(&cluster.client, None, selector.as_deref()).await?
         }
     };
+    if ask_etcd(args, &targets, inputs.len()) {
+        health::observe_etcd(&cluster.client, &mut inputs, druidctl::etcd::MEMBER_READ_TIMEOUT).await;
+    }
     let now = jiff::Timestamp::now();
-    Ok((inputs.iter().map(|i| health::assess(i, now)).collect(), targets))
+    let reports = inputs.iter().map(|i| health::assess(i, now)).collect();
+    Ok((reports, targets, observations_of(inputs)))
+}
+
+/// etcd's view of each Etcd, by Etcd.
+type Observations = std::collections::HashMap<druidctl::kube::ObjectKey, druidctl::etcd::EtcdObservation>;
+
+/// The etcd observations `inputs` hold.
+fn observations_of(inputs: Vec<health::HealthInputs>) -> Observations {
+    inputs.into_iter().filter_map(|i| Some((druidctl::kube::etcds::key_of(&i.etcd), i.etcd_observation?))).collect()
 }
 
 fn print(ctx: &mut Context, reports: &[HealthReport], targets: &Targets) -> anyhow::Result<()> {
@@ -80,7 +107,7 @@ pub async fn exec(ctx: &mut Context, args: StatusArgs) -> anyhow::Result<()> {
     ctx.check_targets(&args.targets.etcds, WhenUnnamed::ListAll)?;
     if !args.watch {
         let cluster = ctx.connect_for_reads().await?;
-        let (reports, targets) = reports(ctx, &cluster, &args.targets.etcds).await?;
+        let (reports, targets, _) = reports(ctx, &cluster, &args).await?;
         print(ctx, &reports, &targets)?;
         health::require_healthy(&reports)?;
         return Ok(());
@@ -101,7 +128,8 @@ fn fingerprint(reports: &[HealthReport]) -> String {
                 .iter()
                 .map(|m| format!("{}/{}/{}/{}/{}", m.name, m.ready, m.reason, m.status, m.druid_view_stale))
                 .collect();
-            format!("{:?}{members:?}{:?}{:?}", r.verdict, r.problems, r.annotations)
+            let etcd = r.etcd_view.as_ref().map(|v| (&v.leader, &v.alarms, &v.not_reached));
+            format!("{:?}{members:?}{:?}{:?}{:?}{etcd:?}", r.verdict, r.problems, r.annotations, r.warnings)
         })
         .collect()
 }
@@ -115,7 +143,8 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
     use druidctl::health::watch::{self as w, Signal};
     let clear =
         std::io::stdout().is_terminal() && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide);
-    let (first, targets) = reports(ctx, cluster, &args.targets.etcds).await?;
+    let (first, targets, mut observations) = reports(ctx, cluster, args).await?;
+    let ask = ask_etcd(args, &targets, first.len());
     let tasks_installed = tasks_installed(cluster, &targets).await?;
     let mut last = None;
     draw(ctx, &first, &targets, args.interval, clear, &mut last, None)?;
@@ -132,6 +161,9 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     let mut due: Option<tokio::time::Instant> = None;
+    // etcd's view is read again on every --interval (not per event), one read at a time, in the background.
+    let (etcd_tx, mut etcd_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut etcd_in_flight = false;
     loop {
         let at = due.unwrap_or_else(|| tokio::time::Instant::now() + args.interval * 2);
         tokio::select! {
@@ -157,7 +189,22 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
                     due.get_or_insert_with(|| tokio::time::Instant::now() + w::DEBOUNCE);
                 }
             },
+            Some(read) = etcd_rx.recv() => {
+                etcd_in_flight = false;
+                observations = read;
+                due.get_or_insert_with(tokio::time::Instant::now);
+            }
             _ = tick.tick() => {
+                if ask && !etcd_in_flight && watched.ready(&synced) {
+                    etcd_in_flight = true;
+                    let mut inputs = watched.inputs();
+                    let client = cluster.client.clone();
+                    let tx = etcd_tx.clone();
+                    tokio::spawn(async move {
+                        health::observe_etcd(&client, &mut inputs, druidctl::etcd::MEMBER_READ_TIMEOUT).await;
+                        let _ = tx.send(observations_of(inputs));
+                    });
+                }
                 // Ages and lease expiry move on without an event. While the API server is away, asking it for
                 // its version tells when it is back even if nothing changes (a watch that resumes without a
                 // relist says nothing until the next change).
@@ -173,8 +220,11 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
                 due = None;
                 if watched.ready(&synced) {
                     let now = jiff::Timestamp::now();
-                    let reports: Vec<HealthReport> =
-                        watched.inputs().iter().map(|i| health::assess(i, now)).collect();
+                    let mut inputs = watched.inputs();
+                    for i in &mut inputs {
+                        i.etcd_observation = observations.get(&druidctl::kube::etcds::key_of(&i.etcd)).cloned();
+                    }
+                    let reports: Vec<HealthReport> = inputs.iter().map(|i| health::assess(i, now)).collect();
                     draw(ctx, &reports, &targets, args.interval, clear, &mut last, outage.why())?;
                 }
             }

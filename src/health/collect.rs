@@ -241,7 +241,7 @@ where
     let tasks = tasks.map(|all| {
         all.iter().map(Borrow::borrow).filter(|t: &&EtcdOperatorTask| t.targets(&ns, &name)).cloned().collect()
     });
-    HealthInputs { etcd, pods, pvcs, leases, tasks }
+    HealthInputs { etcd, pods, pvcs, leases, tasks, etcd_observation: None }
 }
 
 /// Reads the inputs for `etcd`: one LIST per kind in its namespace (pods by the Etcd's selector), kept to the
@@ -321,4 +321,16 @@ pub async fn collect_listed(
     let mut listed = listed?;
     listed.retain(&Wanted::of(&etcds.iter().collect::<Vec<_>>()));
     Ok(etcds.into_iter().map(|e| split(&listed, e)).collect())
+}
+
+/// Asks every member's etcd of every Etcd in `inputs` for its own view ([`crate::etcd::member_status::observe`]),
+/// all concurrently, each member bounded by `timeout`; never fails (what could not be read says why).
+pub async fn observe_etcd(client: &Client, inputs: &mut [HealthInputs], timeout: std::time::Duration) {
+    let observations = futures::future::join_all(
+        inputs.iter().map(|i| crate::etcd::member_status::observe(client, &i.etcd, &i.pods, timeout)),
+    )
+    .await;
+    for (i, o) in inputs.iter_mut().zip(observations) {
+        i.etcd_observation = Some(o);
+    }
 }

@@ -5,13 +5,14 @@
 pub mod assess;
 pub mod collect;
 pub mod conditions;
+pub mod etcd_view;
 pub mod member;
 pub mod model;
 pub mod quorum;
 pub mod watch;
 
 pub use assess::{HealthInputs, assess};
-pub use collect::{collect, collect_listed, collect_named};
+pub use collect::{collect, collect_listed, collect_named, observe_etcd};
 pub use model::{HealthReport, Verdict};
 pub use quorum::Quorum;
 

@@ -68,6 +68,91 @@ pub struct HealthReport {
     pub annotations: AnnotationsInEffect,
     /// Recent EtcdOperatorTasks of this Etcd.
     pub tasks: Tasks,
+    /// What needs watching but does not make the Etcd unhealthy (space running low, space a defragmentation
+    /// would free, mixed etcd versions, a member's etcd that did not answer), one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// etcd's own view (Maintenance Status and alarms of every member); absent when etcd was not asked
+    /// (`--no-etcd`, or many Etcds without `--etcd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_view: Option<EtcdView>,
+}
+
+/// etcd's own view of an Etcd, as its members answered.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdView {
+    /// The member every answering member follows, when they agree.
+    pub leader: Option<String>,
+    /// The alarms raised in the cluster (`None`: no member listed them).
+    pub alarms: Option<Vec<AlarmView>>,
+    /// Members whose etcd did not answer, and why.
+    pub unreachable: Vec<UnreachableView>,
+    /// One sentence when no member's etcd answered: why, once.
+    pub not_reached: Option<String>,
+}
+
+/// A raised etcd alarm.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AlarmView {
+    /// Member name (the hex member ID when no member answered with that ID).
+    pub member: String,
+    /// etcd member ID (hex).
+    pub member_id: String,
+    /// `NOSPACE` or `CORRUPT`.
+    pub alarm: String,
+}
+
+/// A member whose etcd did not answer.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnreachableView {
+    /// Member name.
+    pub member: String,
+    /// The cause (`noPod`, `portForwardForbidden`, `tlsSecret`, `notAnswering`, `timeout`).
+    pub cause: crate::etcd::UnreachableCause,
+    /// One sentence.
+    pub detail: String,
+}
+
+/// One member as its etcd describes itself (`etcdctl endpoint status`): raw numbers, bytes and indexes.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberEtcdView {
+    /// etcd member ID (hex).
+    pub member_id: String,
+    /// etcd cluster ID (hex).
+    pub cluster_id: String,
+    /// The leader's member ID as this member sees it (hex; `None`: no leader).
+    pub leader_id: Option<String>,
+    /// Whether this member is the leader.
+    pub is_leader: bool,
+    /// Whether this member is a learner.
+    pub is_learner: bool,
+    /// etcd version.
+    pub version: String,
+    /// Database file size (bytes).
+    pub db_size: i64,
+    /// Bytes of the database in use.
+    pub db_size_in_use: i64,
+    /// The quota the database is judged against (bytes).
+    pub quota: i64,
+    /// Where `quota` comes from: `etcd` (reported by etcd 3.6+), `spec.etcd.quota`, or `default` (etcd-druid's
+    /// 8Gi).
+    pub quota_source: String,
+    /// Raft term.
+    pub raft_term: u64,
+    /// Raft index.
+    pub raft_index: u64,
+    /// Raft applied index.
+    pub raft_applied_index: u64,
+    /// Entries this member's applied index trails the leader's raft index (`None`: leader unknown).
+    pub lag: Option<u64>,
+    /// Keyspace revision.
+    pub revision: i64,
+    /// Errors etcd reports about this member.
+    pub errors: Vec<String>,
 }
 
 /// One member.
@@ -111,6 +196,9 @@ pub struct MemberHealth {
     pub pvc: Option<PvcView>,
     /// Node the pod runs on.
     pub node: Option<String>,
+    /// What the member's etcd says about itself (absent when etcd was not asked or did not answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<MemberEtcdView>,
 }
 
 /// Where a member's `status` comes from.

@@ -69,78 +69,19 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
     }
 
     if !r.members.is_empty() {
-        // The default table fits 120 columns: the lease holder, member ID, PVC and its phase are under -o wide.
-        let headers: &[&str] = if wide {
-            &[
-                "member",
-                "id",
-                "role",
-                "status",
-                "reason",
-                "lease holder",
-                "renewed",
-                "pod",
-                "ready",
-                "restarts",
-                "pvc",
-                "pvc phase",
-                "node",
-            ]
+        // etcd's columns when at least one member's etcd answered; else the lease and pod columns, and one line
+        // under the table says why etcd was not reached.
+        if r.members.iter().any(|m| m.etcd.is_some()) {
+            out.push_str(&etcd_member_table(r, wide, color));
         } else {
-            &["member", "role", "status", "reason", "renewed", "pod", "ready", "restarts", "node"]
-        };
-        let mut t = Table::new(headers);
-        for m in &r.members {
-            let status_style = if m.ready { Style::Good } else { Style::Bad };
-            let (pod_phase, pod_ready, restarts) = match &m.pod {
-                Some(p) => (p.phase.clone(), p.ready.to_string(), p.restarts.to_string()),
-                None => ("Missing".into(), "-".into(), "-".into()),
-            };
-            let lease_age = m.lease.as_ref().and_then(|l| l.age_seconds);
-            let lease_style = if m.lease.as_ref().is_some_and(|l| l.fresh) { Style::Plain } else { Style::Warn };
-            let mut row = vec![Cell::plain(&m.name)];
-            if wide {
-                row.push(Cell::plain(dash(m.id.as_deref())));
-            }
-            // A `*` marks a status etcd-druid has not brought up to date yet (explained under the table).
-            let status = if m.druid_view_stale {
-                Cell::styled(format!("{}*", m.status), Style::Warn)
-            } else {
-                Cell::styled(&m.status, status_style)
-            };
-            row.extend([
-                Cell::plain(dash(m.role.as_deref())),
-                status,
-                Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
-            ]);
-            if wide {
-                row.push(Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))));
-            }
-            row.extend([
-                Cell::styled(
-                    lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into()),
-                    lease_style,
-                ),
-                Cell::plain(pod_phase),
-                Cell::plain(pod_ready),
-                Cell::plain(restarts),
-            ]);
-            if wide {
-                row.push(Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into())));
-                row.push(Cell::plain(m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into())));
-            }
-            row.push(Cell::plain(dash(m.node.as_deref())));
-            t.row(row);
+            out.push_str(&member_table(r, wide, color));
         }
-        if !wide {
-            // Two columns of indent; a long node name is shortened, never the line wrapped.
-            t.fit_last_column(MEMBER_TABLE_WIDTH - 2);
-        }
-        out.push('\n');
-        out.push_str(&indent(&t.render(color)));
         out.push_str(&format!("  {}\n", Style::Dim.paint(&sources_legend(r), color)));
         for m in r.members.iter().filter(|m| m.druid_view_stale) {
             out.push_str(&format!("  {}\n", Style::Warn.paint(&stale_note(m), color)));
+        }
+        if let Some(line) = etcd_line(r, color) {
+            out.push_str(&format!("  {line}\n"));
         }
     }
 
@@ -228,7 +169,215 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
             out.push_str(&format!("    - {}\n", Style::Warn.paint(p, color)));
         }
     }
+    if !r.warnings.is_empty() {
+        out.push_str("  warnings:\n");
+        for w in &r.warnings {
+            out.push_str(&format!("    - {}\n", Style::Dim.paint(w, color)));
+        }
+    }
     out
+}
+
+/// The member table from etcd-druid's view and the Kubernetes objects alone (etcd not asked).
+fn member_table(r: &HealthReport, wide: bool, color: bool) -> String {
+    let mut out = String::new();
+    // The default table fits 120 columns: the lease holder, member ID, PVC and its phase are under -o wide.
+    let headers: &[&str] = if wide {
+        &[
+            "member",
+            "id",
+            "role",
+            "status",
+            "reason",
+            "lease holder",
+            "renewed",
+            "pod",
+            "ready",
+            "restarts",
+            "pvc",
+            "pvc phase",
+            "node",
+        ]
+    } else {
+        &["member", "role", "status", "reason", "renewed", "pod", "ready", "restarts", "node"]
+    };
+    let mut t = Table::new(headers);
+    for m in &r.members {
+        let status_style = if m.ready { Style::Good } else { Style::Bad };
+        let (pod_phase, pod_ready, restarts) = match &m.pod {
+            Some(p) => (p.phase.clone(), p.ready.to_string(), p.restarts.to_string()),
+            None => ("Missing".into(), "-".into(), "-".into()),
+        };
+        let lease_age = m.lease.as_ref().and_then(|l| l.age_seconds);
+        let lease_style = if m.lease.as_ref().is_some_and(|l| l.fresh) { Style::Plain } else { Style::Warn };
+        let mut row = vec![Cell::plain(&m.name)];
+        if wide {
+            row.push(Cell::plain(dash(m.id.as_deref())));
+        }
+        // A `*` marks a status etcd-druid has not brought up to date yet (explained under the table).
+        let status = if m.druid_view_stale {
+            Cell::styled(format!("{}*", m.status), Style::Warn)
+        } else {
+            Cell::styled(&m.status, status_style)
+        };
+        row.extend([
+            Cell::plain(dash(m.role.as_deref())),
+            status,
+            Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
+        ]);
+        if wide {
+            row.push(Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))));
+        }
+        row.extend([
+            Cell::styled(lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into()), lease_style),
+            Cell::plain(pod_phase),
+            Cell::plain(pod_ready),
+            Cell::plain(restarts),
+        ]);
+        if wide {
+            row.push(Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into())));
+            row.push(Cell::plain(m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into())));
+        }
+        row.push(Cell::plain(dash(m.node.as_deref())));
+        t.row(row);
+    }
+    if !wide {
+        // Two columns of indent; a long node name is shortened, never the line wrapped.
+        t.fit_last_column(MEMBER_TABLE_WIDTH - 2);
+    }
+    out.push('\n');
+    out.push_str(&indent(&t.render(color)));
+    out
+}
+
+/// The member table with etcd's own view: DB SIZE/QUOTA, IN USE, RAFT INDEX (the applied index, and how far it
+/// trails the leader) and VERSION take the place of the lease and pod columns, which move under `-o wide` with
+/// etcd's raw numbers (bytes, term, indexes, revision).
+fn etcd_member_table(r: &HealthReport, wide: bool, color: bool) -> String {
+    let headers: &[&str] = if wide {
+        &[
+            "member",
+            "id",
+            "role",
+            "status",
+            "reason",
+            "lease holder",
+            "renewed",
+            "pod",
+            "ready",
+            "restarts",
+            "pvc",
+            "pvc phase",
+            "db size",
+            "in use",
+            "quota",
+            "raft term",
+            "raft index",
+            "applied",
+            "lag",
+            "revision",
+            "version",
+            "node",
+        ]
+    } else {
+        &["member", "role", "status", "reason", "db size/quota", "in use", "raft index", "version", "node"]
+    };
+    let mut t = Table::new(headers);
+    for m in &r.members {
+        let e = m.etcd.as_ref();
+        let role = match e {
+            Some(e) if e.is_leader => "Leader".to_string(),
+            Some(e) if e.is_learner => "Learner".to_string(),
+            Some(_) => "Member".to_string(),
+            None => dash(m.role.as_deref()),
+        };
+        let status = if m.druid_view_stale {
+            Cell::styled(format!("{}*", m.status), Style::Warn)
+        } else {
+            Cell::styled(&m.status, if m.ready { Style::Good } else { Style::Bad })
+        };
+        let mut row = vec![Cell::plain(&m.name)];
+        if wide {
+            row.push(Cell::plain(e.map(|e| e.member_id.clone()).unwrap_or_else(|| dash(m.id.as_deref()))));
+        }
+        row.extend([
+            Cell::plain(role),
+            status,
+            Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
+        ]);
+        let number = |f: &dyn Fn(&crate::health::model::MemberEtcdView) -> String| {
+            Cell::plain(e.map(f).unwrap_or_else(|| "-".into()))
+        };
+        if wide {
+            let (pod_phase, pod_ready, restarts) = match &m.pod {
+                Some(p) => (p.phase.clone(), p.ready.to_string(), p.restarts.to_string()),
+                None => ("Missing".into(), "-".into(), "-".into()),
+            };
+            let lease_age = m.lease.as_ref().and_then(|l| l.age_seconds);
+            row.extend([
+                Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))),
+                Cell::plain(lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into())),
+                Cell::plain(pod_phase),
+                Cell::plain(pod_ready),
+                Cell::plain(restarts),
+                Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into())),
+                Cell::plain(m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into())),
+                number(&|e| e.db_size.to_string()),
+                number(&|e| e.db_size_in_use.to_string()),
+                number(&|e| e.quota.to_string()),
+                number(&|e| e.raft_term.to_string()),
+                number(&|e| e.raft_index.to_string()),
+                number(&|e| e.raft_applied_index.to_string()),
+                number(&|e| e.lag.map(|l| l.to_string()).unwrap_or_else(|| "-".into())),
+                number(&|e| e.revision.to_string()),
+            ]);
+        } else {
+            let used = e.map(|e| e.db_size.saturating_mul(100) / e.quota.max(1));
+            let space_style = match used {
+                Some(u) if u >= crate::health::etcd_view::QUOTA_WARNING_PERCENT => Style::Warn,
+                _ => Style::Plain,
+            };
+            row.extend([
+                Cell::styled(
+                    e.map(|e| crate::health::etcd_view::size_of_quota(e.db_size, e.quota))
+                        .unwrap_or_else(|| "-".into()),
+                    space_style,
+                ),
+                number(&|e| crate::etcd::quantity::human_bytes(e.db_size_in_use)),
+                number(&|e| match e.lag {
+                    Some(lag) if lag > 0 => format!("{} (-{lag})", e.raft_applied_index),
+                    _ => e.raft_applied_index.to_string(),
+                }),
+            ]);
+        }
+        row.push(number(&|e| e.version.clone()));
+        row.push(Cell::plain(dash(m.node.as_deref())));
+        t.row(row);
+    }
+    if !wide {
+        // Two columns of indent; a long node name is shortened, never the line wrapped.
+        t.fit_last_column(MEMBER_TABLE_WIDTH - 2);
+    }
+    format!("\n{}", indent(&t.render(color)))
+}
+
+/// The line under the member table with etcd's view of the cluster: the leader and the alarms, or, when no
+/// member's etcd answered, why (said once).
+pub fn etcd_line(r: &HealthReport, color: bool) -> Option<String> {
+    let v = r.etcd_view.as_ref()?;
+    if let Some(why) = &v.not_reached {
+        return Some(Style::Warn.paint(why, color));
+    }
+    let leader = v.leader.as_deref().unwrap_or("none agreed");
+    let alarms = match &v.alarms {
+        None => Style::Warn.paint("not listed", color),
+        Some(a) if a.is_empty() => "none".to_string(),
+        Some(a) => {
+            let each: Vec<String> = a.iter().map(|a| format!("{} ({})", a.alarm, a.member)).collect();
+            Style::Bad.paint(&each.join(", "), color)
+        }
+    };
+    Some(format!("etcd: leader {leader}; alarms: {alarms}"))
 }
 
 /// The line under the member table saying where each column comes from: STATUS from etcd-druid (as of its last
@@ -243,6 +392,9 @@ pub fn sources_legend(r: &HealthReport) -> String {
     } else {
         format!("etcd-druid{as_of}, else derived now from the member lease")
     };
+    if r.members.iter().any(|m| m.etcd.is_some()) {
+        return format!("STATUS: {status}; REASON: druidctl; ROLE and the rest: each member's etcd, now");
+    }
     format!("STATUS: {status}; REASON: druidctl; RENEWED: member lease; POD, READY, RESTARTS: the pod, now")
 }
 

@@ -54,7 +54,7 @@ pub enum Route {
 }
 
 /// Whether this process runs inside a Kubernetes pod (the variable every container gets).
-fn in_cluster() -> bool {
+pub fn in_cluster() -> bool {
     std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty())
 }
 
@@ -132,7 +132,7 @@ pub(crate) async fn tls_material(
 }
 
 /// The client TLS of `etcd`, `None` without `spec.etcd.clientUrlTls`.
-async fn tls_options(kube: &kube::Client, etcd: &Etcd) -> Result<Option<TlsOptions>, StepError> {
+pub(crate) async fn tls_options(kube: &kube::Client, etcd: &Etcd) -> Result<Option<TlsOptions>, StepError> {
     let Some(tls) = etcd.spec.etcd.client_url_tls.as_ref() else { return Ok(None) };
     let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
     let material = tls_material(kube, etcd, tls).await?;

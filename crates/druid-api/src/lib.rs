@@ -14,6 +14,7 @@ pub mod manifests;
 pub mod names;
 pub mod opstask;
 pub mod patch;
+pub mod quantity;
 pub mod task;
 
 pub use certificate::Certificate;

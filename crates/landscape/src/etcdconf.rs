@@ -311,31 +311,7 @@ fn scheme_and_security(
     }
 }
 
-/// The value of a Kubernetes quantity (`8Gi`, `100Mi`, `500M`, `1024`) in bytes. Kept here: the landscape needs only
-/// integer quantities with the binary and decimal suffixes, and k8s-openapi's `Quantity` is a bare string.
-pub fn quantity_value(q: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString) -> Option<i64> {
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    let s = match q {
-        IntOrString::Int(i) => return Some(i64::from(*i)),
-        IntOrString::String(s) => s.trim(),
-    };
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let n: i64 = num.parse().ok()?;
-    let factor: i64 = match suffix {
-        "" => 1,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(factor)
-}
+pub use druid_api::quantity::int_or_string_bytes as quantity_value;
 
 #[cfg(test)]
 mod tests {
@@ -376,7 +352,6 @@ mod tests {
         assert_eq!(quantity_value(&IntOrString::String("8Gi".into())), Some(8589934592));
         assert_eq!(quantity_value(&IntOrString::String("100Mi".into())), Some(104857600));
         assert_eq!(quantity_value(&IntOrString::Int(5)), Some(5));
-        assert_eq!(quantity_value(&IntOrString::String("1.5Gi".into())), None);
     }
 
     #[test]

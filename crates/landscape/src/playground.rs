@@ -19,7 +19,7 @@ use super::dwd::CONTROL_PLANE_LABEL;
 use super::external::{self, ExternalServer, PlaygroundRecord, RECORD_FILE, external_fallbacks};
 use super::status::condition;
 use super::{ActorClients, BackendRegistrar, Landscape, LandscapeError, LandscapeOptions, MemberRuntime};
-use crate::etcd::{EtcdBackend, EtcdClient};
+use crate::etcd::{EtcdBackend, EtcdClient, EtcdError};
 use druid_api::Etcd;
 use druid_api::names::LABEL_PART_OF;
 use kube_sim::{AdmissionHook, AdmissionOperation, AdmissionRequest, ApiServer, HttpEndpoint};
@@ -103,17 +103,26 @@ pub enum BreakKind {
     BackupFailing,
     /// The API server restarts (connections and watches dropped, history kept).
     ApiserverRestart,
+    /// A member's etcd process is stopped (SIGSTOP) for a while as writes go on without it, then continues
+    /// (SIGCONT) and catches up. The process stays alive (no restart); the probes and the sidecar see a member that
+    /// does not answer, as kubelet and etcd-backup-restore would.
+    LaggingMember,
 }
+
+/// Writes `playground break lagging-member` makes while a member is stopped: more raft entries than a healthy
+/// follower ever trails by.
+pub const LAGGING_MEMBER_WRITES: usize = 1500;
 
 impl BreakKind {
     /// Every kind, in CLI spelling.
-    pub const ALL: [(&'static str, BreakKind); 6] = [
+    pub const ALL: [(&'static str, BreakKind); 7] = [
         ("member-down", BreakKind::MemberDown),
         ("member-lost", BreakKind::MemberLost),
         ("quorum-lost", BreakKind::QuorumLost),
         ("corrupt-member", BreakKind::CorruptMember),
         ("backup-failing", BreakKind::BackupFailing),
         ("apiserver-restart", BreakKind::ApiserverRestart),
+        ("lagging-member", BreakKind::LaggingMember),
     ];
 
     /// The CLI spelling.
@@ -197,6 +206,16 @@ impl AdmissionHook for ComponentProtection {
             &exempt,
             &etcd_obj["metadata"]["annotations"],
         )
+    }
+}
+
+/// Sends `sig` to process `pid` (a member's etcd, which the landscape started).
+fn signal(pid: u32, sig: libc::c_int) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) has no memory effects; `pid` is a child this process spawned.
+        unsafe {
+            libc::kill(pid, sig);
+        }
     }
 }
 
@@ -612,6 +631,52 @@ impl Playground {
                 };
                 server.restart(true).await;
                 Ok("the API server restarted (connections and watches dropped, history kept)".into())
+            }
+            BreakKind::LaggingMember => {
+                let stopped_for = target.down_for.unwrap_or(Duration::from_secs(20));
+                let ms = members(vec![n - 1]);
+                let writer = (0..n).find(|i| !ms.contains(i)).ok_or_else(|| {
+                    LandscapeError::External("lagging-member needs a member that keeps running to write to".into())
+                })?;
+                let mut stopped = Vec::new();
+                for &i in &ms {
+                    let rt = runtime(i)?;
+                    let pid = rt.process().pid().ok_or_else(|| {
+                        LandscapeError::NotFound(format!(
+                            "member {name}-{i} in {ns} has no etcd process to stop (down, or simulated)"
+                        ))
+                    })?;
+                    stopped.push((rt, pid));
+                }
+                for (rt, pid) in stopped {
+                    signal(pid, libc::SIGSTOP);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(stopped_for).await;
+                        // Only the process that was stopped: a restarted member has a new one.
+                        if rt.process().pid() == Some(pid) {
+                            signal(pid, libc::SIGCONT);
+                        }
+                    });
+                }
+                let client = self
+                    .etcd_client(&ns, writer)
+                    .ok_or_else(|| LandscapeError::NotFound(format!("member {name}-{writer} does not run in {ns}")))?;
+                // A few writers at once: the stopped members miss every entry, however long each takes.
+                let chunks = futures::future::join_all((0..8).map(|w| {
+                    let client = client.clone();
+                    async move {
+                        for k in (w..LAGGING_MEMBER_WRITES).step_by(8) {
+                            client.put(format!("/playground/lagging-member/{k}"), "x").await?;
+                        }
+                        Ok::<_, EtcdError>(())
+                    }
+                }))
+                .await;
+                chunks.into_iter().collect::<Result<Vec<_>, _>>()?;
+                Ok(format!(
+                    "members {ms:?} of {ns}/{name} are stopped (SIGSTOP) for {stopped_for:?} while \
+                     {LAGGING_MEMBER_WRITES} writes go on without them, then continue (SIGCONT) and catch up"
+                ))
             }
         }
     }

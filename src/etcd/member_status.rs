@@ -1,0 +1,353 @@
+//! Reading each member's own view: etcd's Maintenance Status (`etcdctl endpoint status`) and the alarm list
+//! (`etcdctl alarm list`), every member concurrently and each bounded by [`MEMBER_READ_TIMEOUT`]. A member that
+//! cannot be reached is a reading too ([`Unreachable`], with the cause), never an error of the whole read.
+
+use std::time::Duration;
+
+use etcd_client::{AlarmAction, AlarmType, Client as EtcdClient, ConnectOptions, TlsOptions};
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+use crate::api::Etcd;
+use crate::tasks::etcd_access::{self, Route};
+use crate::tasks::step::StepError;
+
+/// How long one member's reads (connect, status, alarm list) may take together: a member that has not answered
+/// by then is reported unreachable and the rest goes on.
+pub const MEMBER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What one member's etcd says about itself (etcd's `StatusResponse`, in plain numbers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// The answering member's ID.
+    pub member_id: u64,
+    /// The cluster ID in the response header.
+    pub cluster_id: u64,
+    /// The leader this member follows (0: none).
+    pub leader: u64,
+    /// etcd server version.
+    pub version: String,
+    /// Size of the backend database file (bytes).
+    pub db_size: i64,
+    /// Bytes of the database in use (the rest is free pages a defragmentation returns).
+    pub db_size_in_use: i64,
+    /// The quota etcd enforces (bytes), where etcd reports it (3.6 and later).
+    pub db_size_quota: Option<i64>,
+    /// Raft term.
+    pub raft_term: u64,
+    /// Raft index (committed).
+    pub raft_index: u64,
+    /// Raft index applied to the keyspace.
+    pub raft_applied_index: u64,
+    /// Whether the member is a learner (not yet promoted to a voting member).
+    pub is_learner: bool,
+    /// Errors the member reports about itself (e.g. an alarm raised).
+    pub errors: Vec<String>,
+    /// Keyspace revision in the response header.
+    pub revision: i64,
+}
+
+impl MemberStatus {
+    /// Whether this member says it is the leader.
+    pub fn is_leader(&self) -> bool {
+        self.leader != 0 && self.leader == self.member_id
+    }
+}
+
+/// The kind of an etcd alarm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AlarmKind {
+    /// The database reached its quota: the cluster accepts only reads and deletes.
+    #[serde(rename = "NOSPACE")]
+    NoSpace,
+    /// A corruption check found a member whose keyspace differs.
+    #[serde(rename = "CORRUPT")]
+    Corrupt,
+}
+
+impl AlarmKind {
+    /// etcd's name of the alarm.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlarmKind::NoSpace => "NOSPACE",
+            AlarmKind::Corrupt => "CORRUPT",
+        }
+    }
+    /// etcd_client's alarm type.
+    pub fn alarm_type(self) -> AlarmType {
+        match self {
+            AlarmKind::NoSpace => AlarmType::Nospace,
+            AlarmKind::Corrupt => AlarmType::Corrupt,
+        }
+    }
+}
+
+/// One alarm raised in the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Alarm {
+    /// The member the alarm was raised for.
+    pub member_id: u64,
+    /// The alarm.
+    pub kind: AlarmKind,
+}
+
+/// Why a member's etcd was not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UnreachableCause {
+    /// The member has no pod.
+    NoPod,
+    /// RBAC denies `create pods/portforward`, which the route through the API server needs.
+    PortForwardForbidden,
+    /// The client TLS secrets the Etcd names could not be read.
+    TlsSecret,
+    /// The member did not answer (down, not listening, or the route to it failed).
+    NotAnswering,
+    /// The member did not answer within [`MEMBER_READ_TIMEOUT`].
+    Timeout,
+}
+
+/// A member whose etcd was not read, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unreachable {
+    /// The cause.
+    pub cause: UnreachableCause,
+    /// One sentence with the detail.
+    pub detail: String,
+}
+
+/// One member's reading.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberReading {
+    /// Pod name.
+    pub pod: String,
+    /// How the member was (or would have been) reached.
+    pub via: String,
+    /// What etcd said, or why nothing was read.
+    pub outcome: Result<MemberStatus, Unreachable>,
+    /// The cluster's alarms as this member listed them (`None`: not read).
+    pub alarms: Option<Vec<Alarm>>,
+}
+
+/// etcd's view of one Etcd: one reading per member pod, in ordinal order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdObservation {
+    /// One reading per expected member.
+    pub members: Vec<MemberReading>,
+}
+
+impl EtcdObservation {
+    /// The cluster's alarms: the union of what the members that answered listed (`None`: none listed them).
+    pub fn alarms(&self) -> Option<Vec<Alarm>> {
+        let mut listed = self.members.iter().filter_map(|m| m.alarms.as_ref()).peekable();
+        listed.peek()?;
+        let mut all: Vec<Alarm> = Vec::new();
+        for a in listed.flatten() {
+            if !all.contains(a) {
+                all.push(a.clone());
+            }
+        }
+        Some(all)
+    }
+
+    /// The statuses of the members that answered, with their pod names.
+    pub fn answered(&self) -> impl Iterator<Item = (&str, &MemberStatus)> {
+        self.members.iter().filter_map(|m| m.outcome.as_ref().ok().map(|s| (m.pod.as_str(), s)))
+    }
+}
+
+/// Turns etcd_client's status answer into plain numbers.
+pub fn member_status(s: &etcd_client::StatusResponse) -> MemberStatus {
+    let header = s.header();
+    MemberStatus {
+        member_id: header.map(|h| h.member_id()).unwrap_or(0),
+        cluster_id: header.map(|h| h.cluster_id()).unwrap_or(0),
+        leader: s.leader(),
+        version: s.version().to_string(),
+        db_size: s.db_size(),
+        db_size_in_use: s.raft_used_db_size(),
+        // 0 from servers before 3.6, which do not report it.
+        db_size_quota: Some(s.db_size_quota()).filter(|q| *q > 0),
+        raft_term: s.raft_term(),
+        raft_index: s.raft_index(),
+        raft_applied_index: s.raft_applied_index(),
+        is_learner: s.is_learner(),
+        errors: s.errors().to_vec(),
+        revision: header.map(|h| h.revision()).unwrap_or(0),
+    }
+}
+
+/// The alarms in etcd_client's answer (the `NONE` placeholder left out).
+pub fn alarms_of(r: &etcd_client::AlarmResponse) -> Vec<Alarm> {
+    r.alarms()
+        .iter()
+        .filter_map(|a| {
+            let kind = match a.alarm() {
+                AlarmType::Nospace => AlarmKind::NoSpace,
+                AlarmType::Corrupt => AlarmKind::Corrupt,
+                AlarmType::None => return None,
+            };
+            Some(Alarm { member_id: a.member_id(), kind })
+        })
+        .collect()
+}
+
+/// A client for one member, reached by `route`'s URL (a port-forward bridge lives as long as the guard).
+pub(crate) struct Reached {
+    pub client: EtcdClient,
+    pub via: String,
+    _bridge: Option<tokio_util::sync::DropGuard>,
+}
+
+/// Connects to member pod `pod` of `etcd` with the client TLS `tls` already read.
+pub(crate) async fn reach(
+    kube: &kube::Client,
+    etcd: &Etcd,
+    pod: &Pod,
+    tls: Option<TlsOptions>,
+    timeout: Duration,
+) -> Result<Reached, Unreachable> {
+    let (url, via, guard) = etcd_access::member_url(kube, etcd, pod)
+        .await
+        .map_err(|e| Unreachable { cause: UnreachableCause::NotAnswering, detail: e.to_string() })?;
+    let mut options = ConnectOptions::new().with_connect_timeout(timeout).with_timeout(timeout);
+    if let Some(tls) = tls {
+        options = options.with_tls(tls);
+    }
+    let client = EtcdClient::connect([url.as_str()], Some(options))
+        .await
+        .map_err(|e| Unreachable { cause: UnreachableCause::NotAnswering, detail: format!("{via}: {e}") })?;
+    Ok(Reached { client, via, _bridge: guard })
+}
+
+/// Reads the client TLS of `etcd` as an [`Unreachable`] on failure (a secret that cannot be read).
+pub(crate) async fn client_tls(kube: &kube::Client, etcd: &Etcd) -> Result<Option<TlsOptions>, Unreachable> {
+    etcd_access::tls_options(kube, etcd).await.map_err(|e| Unreachable {
+        cause: UnreachableCause::TlsSecret,
+        detail: format!(
+            "the client TLS secret cannot be read ({})",
+            match e {
+                StepError::Transient(s) | StepError::Permanent(s) => s,
+            }
+        ),
+    })
+}
+
+/// How a member is reached, for messages, without reaching it.
+fn via(etcd: &Etcd, pod: &Pod) -> String {
+    match etcd_access::route(etcd, pod, etcd_access::in_cluster()) {
+        Route::Direct(url) => url,
+        Route::PortForward { pod, port } => format!("a port-forward to {pod}:{port}"),
+    }
+}
+
+/// Reads one member: status, then the alarm list, within `timeout` together.
+async fn read_member(
+    kube: &kube::Client,
+    etcd: &Etcd,
+    pod: &Pod,
+    tls: Option<TlsOptions>,
+    timeout: Duration,
+) -> MemberReading {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let via = via(etcd, pod);
+    let read = async {
+        let mut reached = reach(kube, etcd, pod, tls, timeout).await?;
+        let status = reached.client.status().await.map_err(|e| Unreachable {
+            cause: UnreachableCause::NotAnswering,
+            detail: format!("{}: {e}", reached.via),
+        })?;
+        // The alarm list is the cluster's; a member that cannot answer it (no leader) still has its status.
+        let alarms = reached.client.alarm(AlarmAction::Get, AlarmType::None, None).await.ok().map(|r| alarms_of(&r));
+        Ok::<_, Unreachable>((member_status(&status), alarms))
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok((status, alarms))) => MemberReading { pod: name, via, outcome: Ok(status), alarms },
+        Ok(Err(unreachable)) => MemberReading { pod: name, via, outcome: Err(unreachable), alarms: None },
+        Err(_) => MemberReading {
+            pod: name,
+            outcome: Err(Unreachable {
+                cause: UnreachableCause::Timeout,
+                detail: format!("{via} did not answer within {}s", timeout.as_secs()),
+            }),
+            via,
+            alarms: None,
+        },
+    }
+}
+
+/// Whether the current user may open port-forwards in `namespace` (a SelfSubjectAccessReview).
+async fn may_port_forward(kube: &kube::Client, namespace: &str) -> bool {
+    use crate::runbook::rbac::{Access, denied};
+    denied(kube, namespace, &[Access::sub("create", "", "pods", "portforward")]).await.is_empty()
+}
+
+/// Reads every member of `etcd` concurrently: `pods` are its member pods as listed (in ordinal order, missing
+/// ones absent); each member is bounded by `timeout`. Never fails: what could not be read says why.
+pub async fn observe(kube: &kube::Client, etcd: &Etcd, pods: &[Pod], timeout: Duration) -> EtcdObservation {
+    let names = etcd.managed_names();
+    let replicas = u32::try_from(etcd.spec.replicas.max(0)).unwrap_or(0);
+    let has_pods =
+        (0..replicas).any(|i| pods.iter().any(|p| p.metadata.name.as_deref() == Some(names.pod(i).as_str())));
+    // Without a member pod there is nothing to reach: no request at all.
+    let tls = if has_pods {
+        tokio::time::timeout(timeout, client_tls(kube, etcd)).await.unwrap_or_else(|_| {
+            Err(Unreachable {
+                cause: UnreachableCause::Timeout,
+                detail: format!("reading the client TLS secret took longer than {}s", timeout.as_secs()),
+            })
+        })
+    } else {
+        Ok(None)
+    };
+    let reads = (0..replicas).map(|i| {
+        let pod_name = names.pod(i);
+        let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod_name.as_str()));
+        let tls = tls.clone();
+        async move {
+            let Some(pod) = pod else {
+                return MemberReading {
+                    pod: pod_name.clone(),
+                    via: String::new(),
+                    outcome: Err(Unreachable {
+                        cause: UnreachableCause::NoPod,
+                        detail: format!("pod {pod_name} does not exist"),
+                    }),
+                    alarms: None,
+                };
+            };
+            match tls {
+                Ok(tls) => read_member(kube, etcd, pod, tls, timeout).await,
+                Err(unreachable) => {
+                    MemberReading { pod: pod_name, via: via(etcd, pod), outcome: Err(unreachable), alarms: None }
+                }
+            }
+        }
+    });
+    let mut members = futures::future::join_all(reads).await;
+    // A port-forward that failed for every member may be RBAC: ask once, so the reason names the grant.
+    let all_forward_failed = !members.is_empty()
+        && members.iter().all(|m| {
+            m.via.starts_with("a port-forward")
+                && m.outcome
+                    .as_ref()
+                    .is_err_and(|u| matches!(u.cause, UnreachableCause::NotAnswering | UnreachableCause::Timeout))
+        });
+    if all_forward_failed {
+        let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+        if !tokio::time::timeout(timeout, may_port_forward(kube, ns)).await.unwrap_or(true) {
+            for m in &mut members {
+                m.outcome = Err(Unreachable {
+                    cause: UnreachableCause::PortForwardForbidden,
+                    detail: format!("no permission to create pods/portforward in namespace {ns}"),
+                });
+            }
+        }
+    }
+    EtcdObservation { members }
+}
