@@ -56,6 +56,50 @@ pub struct EtcdConfig {
     /// TLS of the peer URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_url_tls: Option<TlsConfig>,
+    /// Backend quota, a Kubernetes quantity (`8Gi`): etcd's `quota-backend-bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+}
+
+/// etcd-druid's backend quota when `spec.etcd.quota` is unset (druid v0.37.1
+/// `internal/component/configmap/etcdconfig.go`, `defaultDBQuotaBytes`).
+pub const DEFAULT_QUOTA_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+
+impl EtcdConfig {
+    /// The backend quota in bytes as etcd-druid renders it into `quota-backend-bytes`: `spec.etcd.quota`, or
+    /// [`DEFAULT_QUOTA_BYTES`] when unset (or not a quantity, which the real CRD's validation refuses).
+    pub fn quota_bytes(&self) -> u64 {
+        self.quota.as_ref().and_then(|q| quantity_bytes(&q.0)).unwrap_or(DEFAULT_QUOTA_BYTES)
+    }
+}
+
+/// The value of a Kubernetes quantity in bytes (`16Mi`, `8Gi`, `500M`, `1e9`, `1024`), rounded down; `None`
+/// when it is not a non-negative quantity. Hand-written: the dozen lines of apimachinery's suffix table
+/// (`pkg/api/resource/suffix.go`) do not justify a dependency, and no quantity crate is in the tree.
+pub fn quantity_bytes(q: &str) -> Option<u64> {
+    let q = q.trim();
+    let split = q.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor: f64 = match suffix {
+        "" => 1.0,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
+        _ => return None,
+    };
+    let v = number * factor;
+    (v.is_finite() && v >= 0.0).then_some(v as u64)
 }
 
 /// `spec.backup`: the backup-restore sidecar.
@@ -283,5 +327,30 @@ impl Etcd {
         out.sort();
         out.dedup();
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_read_as_bytes_with_binary_and_decimal_suffixes() {
+        assert_eq!(quantity_bytes("8Gi"), Some(8 * 1024 * 1024 * 1024));
+        assert_eq!(quantity_bytes("16Mi"), Some(16 * 1024 * 1024));
+        assert_eq!(quantity_bytes("1.5Ki"), Some(1536));
+        assert_eq!(quantity_bytes("500M"), Some(500_000_000));
+        assert_eq!(quantity_bytes("1e3"), Some(1000));
+        assert_eq!(quantity_bytes("4096"), Some(4096));
+        assert_eq!(quantity_bytes("8GB"), None);
+        assert_eq!(quantity_bytes("-1Gi"), None);
+    }
+
+    #[test]
+    fn the_quota_defaults_to_druids_8gi() {
+        let mut c = EtcdConfig::default();
+        assert_eq!(c.quota_bytes(), DEFAULT_QUOTA_BYTES);
+        c.quota = Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("32Mi".into()));
+        assert_eq!(c.quota_bytes(), 32 * 1024 * 1024);
     }
 }

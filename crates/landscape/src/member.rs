@@ -118,6 +118,8 @@ impl std::fmt::Debug for MemberRuntime {
 
 /// The etcd client port of the playground's member pods (`spec.etcd.clientPort` of its Etcds).
 const CLIENT_PORT: u16 = 2379;
+/// The key the readiness check reads (any key does: a missing one is an empty, successful read).
+const READY_CHECK_KEY: &str = "/druid/readiness-probe";
 
 impl MemberRuntime {
     /// Creates the runtime for `ns/pod` and starts its loop and its HTTP API.
@@ -352,10 +354,15 @@ impl MemberRuntime {
         }
     }
 
-    /// Reads the ConfigMap mounted as `etcd-config-file`: `(initial-cluster pairs, state, token, member prefix)`.
+    /// Reads the ConfigMap mounted as `etcd-config-file`: `(initial-cluster pairs, state, token, member prefix,
+    /// quota-backend-bytes)`.
     /// The pairs are named by member (`<member-name-prefix>-<pod>` when the config has a prefix, as etcd-druid
     /// writes it), see [`MemberRuntime::member_name`].
-    async fn read_config(&self, ctx: &Ctx) -> Result<(Vec<(String, String)>, String, String, Option<String>), Blocked> {
+    #[allow(clippy::type_complexity)]
+    async fn read_config(
+        &self,
+        ctx: &Ctx,
+    ) -> Result<(Vec<(String, String)>, String, String, Option<String>, Option<u64>), Blocked> {
         let client = ctx.clients.backup_restore.clone();
         let sts = Api::<StatefulSet>::namespaced(client.clone(), &self.namespace)
             .get_opt(&self.etcd)
@@ -398,6 +405,7 @@ impl MemberRuntime {
             conf.get("initial-cluster-state").cloned().unwrap_or_else(|| "new".into()),
             conf.get("initial-cluster-token").cloned().unwrap_or_else(|| "etcd-cluster".into()),
             prefix,
+            conf.get("quota-backend-bytes").and_then(|q| q.parse().ok()),
         ))
     }
 
@@ -412,7 +420,7 @@ impl MemberRuntime {
 
     /// The sidecar's initialization: decide how etcd starts, prepare the data dir, start it.
     async fn prepare_and_start(&self, ctx: &Arc<Ctx>) -> Result<(), Blocked> {
-        let (ic, state, token, prefix) = self.read_config(ctx).await?;
+        let (ic, state, token, prefix, quota) = self.read_config(ctx).await?;
         let me = self.member_name(prefix.as_deref());
         // etcd's `--name` is the member name (also for a restore below).
         self.process.update_config(|c| c.name = me.clone());
@@ -516,6 +524,7 @@ impl MemberRuntime {
         self.process.update_config(|c| {
             c.client_tls = client_tls;
             c.initial_cluster_token = token;
+            c.quota_backend_bytes = quota;
             match &join {
                 Some((ic, _)) => {
                     c.initial_cluster = ic.clone();
@@ -573,7 +582,11 @@ impl MemberRuntime {
         }
         let client = self.process.client().with_timeout(Duration::from_millis(800));
         let status = client.status().await.ok();
-        let healthy = status.is_some() && client.is_healthy().await;
+        // Ready as etcd-wrapper v0.6.2 judges it (`internal/app/readycheck.go`: a linearizable Get), which still
+        // succeeds under the NOSPACE alarm, when etcd's own /health says false ("ALARM NOSPACE"); the sidecar only
+        // needs the Maintenance Status to answer (etcd-backup-restore v0.41.2 `pkg/server/backuprestoreserver.go`
+        // probeEtcd). So with NOSPACE the pod stays Ready, the lease is renewed and snapshots go on.
+        let healthy = status.is_some() && (client.is_healthy().await || client.get(READY_CHECK_KEY).await.is_ok());
         let (promotion, deltas) = {
             let mut s = self.state.lock().expect("state");
             s.healthy = healthy;

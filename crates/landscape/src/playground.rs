@@ -103,17 +103,20 @@ pub enum BreakKind {
     BackupFailing,
     /// The API server restarts (connections and watches dropped, history kept).
     ApiserverRestart,
+    /// The Etcd gets a small quota (`spec.etcd.quota`) and writes fill it until etcd raises NOSPACE.
+    SpaceExceeded,
 }
 
 impl BreakKind {
     /// Every kind, in CLI spelling.
-    pub const ALL: [(&'static str, BreakKind); 6] = [
+    pub const ALL: [(&'static str, BreakKind); 7] = [
         ("member-down", BreakKind::MemberDown),
         ("member-lost", BreakKind::MemberLost),
         ("quorum-lost", BreakKind::QuorumLost),
         ("corrupt-member", BreakKind::CorruptMember),
         ("backup-failing", BreakKind::BackupFailing),
         ("apiserver-restart", BreakKind::ApiserverRestart),
+        ("space-exceeded", BreakKind::SpaceExceeded),
     ];
 
     /// The CLI spelling.
@@ -613,6 +616,7 @@ impl Playground {
                 server.restart(true).await;
                 Ok("the API server restarted (connections and watches dropped, history kept)".into())
             }
+            BreakKind::SpaceExceeded => super::space::exceed_space(self, &ns).await,
         }
     }
 

@@ -88,7 +88,7 @@ pub fn etcd_conf_yaml(etcd: &Etcd, members: i32) -> String {
          metrics: basic\n\
          snapshot-count: 75000\n\
          enable-v2: false\n\
-         quota-backend-bytes: 8589934592\n\
+         quota-backend-bytes: {quota}\n\
          listen-client-urls: http://0.0.0.0:{client}\n\
          advertise-client-urls: http://${{POD_NAME}}.{name}-peer.{ns}.svc:{client}\n\
          listen-peer-urls: http://0.0.0.0:{peer}\n\
@@ -100,7 +100,9 @@ pub fn etcd_conf_yaml(etcd: &Etcd, members: i32) -> String {
          auto-compaction-retention: 30m\n{}",
         initial_cluster(etcd, members),
         // etcdconfig.go: `member-name-prefix` only when the Etcd sets it.
-        etcd.spec.member_name_prefix.as_deref().map(|p| format!("member-name-prefix: {p}\n")).unwrap_or_default()
+        etcd.spec.member_name_prefix.as_deref().map(|p| format!("member-name-prefix: {p}\n")).unwrap_or_default(),
+        // etcdconfig.go `getDBQuotaBytes`: `spec.etcd.quota`, else 8Gi.
+        quota = etcd.spec.etcd.quota_bytes(),
     )
 }
 
@@ -265,6 +267,17 @@ pub(crate) mod tests {
         assert_eq!(ic.len(), 3);
         assert_eq!(ic[2], ("etcd-main-2".into(), "http://etcd-main-2.etcd-main-peer.shoot--p--a.svc:2380".into()));
         assert_eq!(conf["initial-cluster-state"], "new");
+    }
+
+    #[test]
+    fn config_map_renders_the_quota_of_the_spec_or_druids_8gi() {
+        let quota = |e: &Etcd| {
+            parse_etcd_conf(config_map(e, 3)["data"]["etcd.conf.yaml"].as_str().unwrap())["quota-backend-bytes"].clone()
+        };
+        let mut e = etcd(3);
+        assert_eq!(quota(&e), "8589934592");
+        e.spec.etcd.quota = Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("16Mi".into()));
+        assert_eq!(quota(&e), "16777216");
     }
 
     #[test]

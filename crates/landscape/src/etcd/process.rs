@@ -62,6 +62,8 @@ pub struct MemberConfig {
     pub election_ms: u64,
     /// `--snapshot-count`, when set.
     pub snapshot_count: Option<u64>,
+    /// `--quota-backend-bytes`, when set (etcd's own default otherwise).
+    pub quota_backend_bytes: Option<u64>,
     /// Where stdout and stderr of the process are appended.
     pub log_file: PathBuf,
     /// An additional `https://` client listener, beside the plain-HTTP one (`None`: plain HTTP only).
@@ -102,6 +104,7 @@ impl MemberConfig {
             heartbeat_ms: 100,
             election_ms: 1000,
             snapshot_count: None,
+            quota_backend_bytes: None,
             log_file: log_file.into(),
             client_tls: None,
         }
@@ -152,6 +155,10 @@ impl MemberConfig {
         if let Some(n) = self.snapshot_count {
             args.push("--snapshot-count".into());
             args.push(n.to_string().into());
+        }
+        if let Some(q) = self.quota_backend_bytes {
+            args.push("--quota-backend-bytes".into());
+            args.push(q.to_string().into());
         }
         if let Some(tls) = &self.client_tls {
             args.extend([
