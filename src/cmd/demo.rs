@@ -256,14 +256,19 @@ async fn run_space(
     say_backend(pg, out);
 
     let t = out.begin(2, "fill the database until etcd raises NOSPACE");
-    let said = within("filling the database", Duration::from_secs(240), async {
+    within("filling the database", Duration::from_secs(240), async {
         Ok(pg.break_(BreakKind::SpaceExceeded, &BreakTarget::default()).await?)
     })
     .await?;
     out.end("fill the database", t);
     let full = db_sizes(pg, &ns).await?;
-    out.result(&format!("✓ spec.etcd.quota is 16Mi; the databases are {} each", bytes(full[0])));
-    out.result(&format!("  {}", said.split("; ").last().unwrap_or_default()));
+    let sizes: Vec<String> = full.iter().map(|b| bytes(*b)).collect();
+    out.result(&format!(
+        "✓ spec.etcd.quota is {}; the members restarted with it",
+        landscape::space::SPACE_EXCEEDED_QUOTA
+    ));
+    out.result(&format!("  100 KiB values over 8 keys filled the databases ({})", sizes.join(", ")));
+    out.result("  etcd raised NOSPACE");
 
     let t = out.begin(3, "write a key");
     let client = pg.etcd_client(&ns, 0).ok_or_else(|| anyhow::anyhow!("member 0 does not run"))?;
@@ -274,7 +279,10 @@ async fn run_space(
             .await?;
     let ready = pg.etcd_ready(&ns).await.map(|(s, r)| format!("Ready={s} ({r})")).unwrap_or_else(|| "no Ready".into());
     out.end("writes fail", t);
-    out.result(&format!("✗ the write is refused: {refused}"));
+    let refused = refused.to_string();
+    // The member's own words, without the endpoint and path before them.
+    let why = refused.find("etcdserver: ").map(|i| &refused[i..]).unwrap_or(&refused);
+    out.result(&format!("✗ the write is refused: {why}"));
     out.result(&format!("  reads still work ({readable} keys read); etcd-druid reports {ready}"));
 
     let t = out.begin(4, "recover: druidctl runbook space-recovery --yes");
