@@ -203,7 +203,7 @@ pub fn suggested_quota(db_size: i64, quota: u64) -> u64 {
 pub fn quantity(bytes: u64) -> String {
     const GI: u64 = 1024 * 1024 * 1024;
     const MI: u64 = 1024 * 1024;
-    if bytes % GI == 0 { format!("{}Gi", bytes / GI) } else { format!("{}Mi", bytes.div_ceil(MI)) }
+    if bytes.is_multiple_of(GI) { format!("{}Gi", bytes / GI) } else { format!("{}Mi", bytes.div_ceil(MI)) }
 }
 
 /// The warning for members whose database is still at or above [`NEARLY_FULL_PERCENT`] of the quota after the
