@@ -48,6 +48,7 @@ mod runbook_member_restore;
 mod runbook_recovery;
 mod runbook_refusals;
 mod runbook_safety;
+mod runbook_space_recovery;
 mod serve_logs;
 mod sim_members;
 mod status_etcd_unreached;

@@ -3,12 +3,15 @@
 //! destroy a majority of the members (permanent quorum loss), run the quorum-loss-recovery runbook with `--yes`,
 //! check which keys survived, tear down, print a timeline. The plan is printed once, each step's result once
 //! (the runbook's own plan only with `--show-plan`), every line fits the terminal's width.
+//!
+//! `--scenario space` rehearses the other bad day instead: the database hits its quota (NOSPACE), writes fail
+//! while etcd-druid stays green, the space-recovery runbook frees it, writes work again.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use druidctl::runbook::catalog::QUORUM_LOSS_RECOVERY;
+use druidctl::runbook::catalog::{QUORUM_LOSS_RECOVERY, SPACE_RECOVERY};
 use druidctl::runbook::engine::{Outcome, RunOptions};
 use landscape::playground::BreakTarget;
 use landscape::{BreakKind, Playground, PlaygroundOptions};
@@ -35,6 +38,18 @@ pub struct DemoArgs {
     /// Also print the runbook's whole plan (every step with its kubectl equivalents) before it runs.
     #[arg(long)]
     pub show_plan: bool,
+    /// Which bad day: permanent quorum loss and its recovery, or a database that hit its quota (NOSPACE).
+    #[arg(long, value_enum, default_value_t = Scenario::QuorumLoss)]
+    pub scenario: Scenario,
+}
+
+/// The rehearsals `demo` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// A majority of members loses its data; recovered from the backup (quorum-loss-recovery).
+    QuorumLoss,
+    /// The database reaches its quota, etcd raises NOSPACE; freed by space-recovery.
+    Space,
 }
 
 /// What the demo prints: every line shortened to the terminal's width, steps timed.
@@ -110,6 +125,18 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
 
 /// The demo's steps, printed once before they run.
 fn plan(args: &DemoArgs) -> Vec<String> {
+    let tear_down =
+        format!("tear down: stop every process{}", if args.keep { "" } else { ", delete the playground's directory" });
+    if args.scenario == Scenario::Space {
+        return vec![
+            "start a playground: API server, 3 etcd members, backups to a local bucket".into(),
+            "fill the database: spec.etcd.quota 16Mi, then writes until etcd raises NOSPACE".into(),
+            "watch writes fail (reads work, etcd-druid stays green)".into(),
+            "recover with the runbook: druidctl runbook space-recovery --yes".into(),
+            "write again, and show how much space came back on every member".into(),
+            tear_down,
+        ];
+    }
     vec![
         "start a playground: API server, 3 etcd members, backups to a local bucket".into(),
         format!("write {} keys (/demo/before/*), then take a full snapshot", args.keys_before),
@@ -117,12 +144,15 @@ fn plan(args: &DemoArgs) -> Vec<String> {
         "destroy a majority: 2 of 3 members lose their process and data".into(),
         "recover with the runbook: druidctl runbook quorum-loss-recovery --yes".into(),
         "check on every member which keys survived".into(),
-        format!("tear down: stop every process{}", if args.keep { "" } else { ", delete the playground's directory" }),
+        tear_down,
     ]
 }
 
 async fn demo(dir: &PathBuf, args: &DemoArgs, out: &mut Out, stop: CancellationToken) -> anyhow::Result<()> {
-    out.say("druidctl demo: permanent quorum loss and its recovery, on a local playground");
+    out.say(match args.scenario {
+        Scenario::QuorumLoss => "druidctl demo: permanent quorum loss and its recovery, on a local playground",
+        Scenario::Space => "druidctl demo: a database out of space (NOSPACE) and its recovery, on a local playground",
+    });
     println!();
     out.say("Plan:");
     let steps = plan(args);
@@ -139,8 +169,11 @@ async fn demo(dir: &PathBuf, args: &DemoArgs, out: &mut Out, stop: CancellationT
         opts.landscape = Some(super::playground::simulated_members(dir));
     }
     let pg = super::playground::start(opts).await?;
-    let result = run_on(&pg, out, t, args, stop).await;
-    let t = out.begin(7, "tear down");
+    let result = match args.scenario {
+        Scenario::QuorumLoss => run_on(&pg, out, t, args, stop).await,
+        Scenario::Space => run_space(&pg, out, t, args, stop).await,
+    };
+    let t = out.begin(steps.len(), "tear down");
     let down = pg.down().await;
     out.end("tear down", t);
     down?;
@@ -181,6 +214,110 @@ async fn within<T>(
         .map_err(|_| anyhow::anyhow!("{what} did not finish within {}s", limit.as_secs()))?
 }
 
+/// What the playground's etcd runs as, under the first step.
+fn say_backend(pg: &Playground, out: &Out) {
+    match pg.etcd_backend() {
+        landscape::etcd::EtcdBackend::Real(b) => {
+            out.result(&format!("  etcd members: real etcd processes ({})", b.etcd.display()))
+        }
+        landscape::etcd::EtcdBackend::Simulated { reason } => {
+            out.result("  etcd members: simulated etcd members, not real etcd");
+            out.result(&format!("  ({reason})"));
+        }
+    }
+}
+
+/// Each member's database size (bytes), by ordinal.
+async fn db_sizes(pg: &Playground, ns: &str) -> anyhow::Result<Vec<i64>> {
+    let mut sizes = Vec::new();
+    for m in 0..3 {
+        let c = pg.etcd_client(ns, m).ok_or_else(|| anyhow::anyhow!("member {m} does not run"))?;
+        sizes.push(
+            within(&format!("reading the status of member {m}"), KEYS, async { Ok(c.status().await?.db_size) }).await?,
+        );
+    }
+    Ok(sizes)
+}
+
+/// The space scenario: fill, fail, recover, write again.
+async fn run_space(
+    pg: &Playground,
+    out: &mut Out,
+    t: Instant,
+    args: &DemoArgs,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    use druidctl::tasks::space_recovery::bytes;
+    pg.wait_ready(Duration::from_secs(60)).await?;
+    out.end("start the playground", t);
+    let ns = pg.namespaces()[0].clone();
+    let etcd = pg.etcd_name().to_string();
+    out.result(&format!("✓ etcd {ns}/{etcd} is Ready with 3 members"));
+    say_backend(pg, out);
+
+    let t = out.begin(2, "fill the database until etcd raises NOSPACE");
+    within("filling the database", Duration::from_secs(240), async {
+        Ok(pg.break_(BreakKind::SpaceExceeded, &BreakTarget::default()).await?)
+    })
+    .await?;
+    out.end("fill the database", t);
+    let full = db_sizes(pg, &ns).await?;
+    let sizes: Vec<String> = full.iter().map(|b| bytes(*b)).collect();
+    out.result(&format!(
+        "✓ spec.etcd.quota is {}; the members restarted with it",
+        landscape::space::SPACE_EXCEEDED_QUOTA
+    ));
+    out.result(&format!("  100 KiB values over 8 keys filled the databases ({})", sizes.join(", ")));
+    out.result("  etcd raised NOSPACE");
+
+    let t = out.begin(3, "write a key");
+    let client = pg.etcd_client(&ns, 0).ok_or_else(|| anyhow::anyhow!("member 0 does not run"))?;
+    let refused = within("the write", KEYS, async { Ok(client.put("/demo/while-full", "x").await) }).await?;
+    let Err(refused) = refused else { anyhow::bail!("etcd accepted a write although NOSPACE is raised") };
+    let readable =
+        within("reading the keys", KEYS, async { Ok(client.get_prefix(landscape::space::FILL_PREFIX).await?.len()) })
+            .await?;
+    let ready = pg.etcd_ready(&ns).await.map(|(s, r)| format!("Ready={s} ({r})")).unwrap_or_else(|| "no Ready".into());
+    out.end("writes fail", t);
+    let refused = refused.to_string();
+    // The member's own words, without the endpoint and path before them.
+    let why = refused.find("etcdserver: ").map(|i| &refused[i..]).unwrap_or(&refused);
+    out.result(&format!("✗ the write is refused: {why}"));
+    out.result(&format!("  reads still work ({readable} keys read); etcd-druid reports {ready}"));
+
+    let t = out.begin(4, "recover: druidctl runbook space-recovery --yes");
+    let mut o = RunOptions::new(&ns, &etcd);
+    o.yes = true;
+    o.resume_command = format!("druidctl runbook space-recovery -n {ns} {etcd} --resume --yes");
+    let mut op = CliOperator::new(druidctl::output::OutputFormat::Table, false);
+    op.indent = UNDER;
+    op.compact = true;
+    op.show_plan = args.show_plan;
+    let outcome = druidctl::runbook::run(&pg.client(), &SPACE_RECOVERY, &o, &op, stop).await;
+    op.finish();
+    let summary = match outcome {
+        Ok(Outcome::Completed(s)) => s,
+        Ok(_) => anyhow::bail!("the recovery was interrupted"),
+        Err(e) => return Err(super::runbook::to_cli_error(e)),
+    };
+    out.end("recover (runbook)", t);
+    out.result(&format!(
+        "✓ recovered in {} ({} of it waiting for etcd)",
+        human_ms(summary.total_ms),
+        human_ms(summary.waited_ms),
+    ));
+
+    let t = out.begin(5, "write again, and measure the space that came back");
+    within("the write", KEYS, async { Ok(client.put("/demo/after-recovery", "written").await?) }).await?;
+    let now = db_sizes(pg, &ns).await?;
+    out.end("write again", t);
+    out.result("✓ the write succeeded");
+    for (m, (before, after)) in full.iter().zip(&now).enumerate() {
+        out.result(&format!("  {etcd}-{m}: {} → {} ({} freed)", bytes(*before), bytes(*after), bytes(before - after)));
+    }
+    Ok(())
+}
+
 async fn run_on(
     pg: &Playground,
     out: &mut Out,
@@ -194,15 +331,7 @@ async fn run_on(
     let etcd = pg.etcd_name().to_string();
     let client = pg.etcd_client(&ns, 0).ok_or_else(|| anyhow::anyhow!("member 0 does not run"))?;
     out.result(&format!("✓ etcd {ns}/{etcd} is Ready with 3 members"));
-    match pg.etcd_backend() {
-        landscape::etcd::EtcdBackend::Real(b) => {
-            out.result(&format!("  etcd members: real etcd processes ({})", b.etcd.display()))
-        }
-        landscape::etcd::EtcdBackend::Simulated { reason } => {
-            out.result("  etcd members: simulated etcd members, not real etcd");
-            out.result(&format!("  ({reason})"));
-        }
-    }
+    say_backend(pg, out);
 
     let t = out.begin(2, &format!("write {} keys, then take a full snapshot", args.keys_before));
     within("writing the keys", KEYS, async {

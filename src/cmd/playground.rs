@@ -135,7 +135,7 @@ fn parse_member_name_prefix(s: &str) -> Result<String, String> {
 #[derive(Debug, Args)]
 pub struct BreakArgs {
     /// The failure: member-down, member-lost, quorum-lost, corrupt-member, backup-failing, apiserver-restart,
-    /// lagging-member.
+    /// lagging-member, space-exceeded.
     #[arg(value_name = "KIND", add = clap_complete::engine::ArgValueCompleter::new(super::completion::break_kinds))]
     pub kind: String,
     /// Member ordinals to hit (default: the highest one, or a majority for quorum-lost).
@@ -536,7 +536,7 @@ async fn serve_break_requests(pg: &Playground, dir: &Path) {
 }
 
 async fn request_break(ctx: &mut Context, dir: &Path, a: BreakArgs) -> anyhow::Result<()> {
-    a.kind.parse::<BreakKind>().map_err(druidctl::kube::UsageError)?;
+    let kind = a.kind.parse::<BreakKind>().map_err(druidctl::kube::UsageError)?;
     if pid_alive(dir).is_none() || !dir.join("ready").exists() {
         anyhow::bail!(
             "no playground is running from {}; start one with `druidctl playground up --detach`",
@@ -550,10 +550,12 @@ async fn request_break(ctx: &mut Context, dir: &Path, a: BreakArgs) -> anyhow::R
     std::fs::write(&tmp, req.to_string())?;
     std::fs::rename(&tmp, requests_dir(dir).join(format!("{id}.json")))?;
     let done = requests_dir(dir).join(format!("{id}.done"));
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // space-exceeded rolls the members with the new quota, then fills the database.
+    let answer_within = if kind == BreakKind::SpaceExceeded { 240 } else { 30 };
+    let deadline = Instant::now() + Duration::from_secs(answer_within);
     while !done.exists() {
         if Instant::now() > deadline {
-            anyhow::bail!("the playground did not answer the break request within 30s");
+            anyhow::bail!("the playground did not answer the break request within {answer_within}s");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -1,4 +1,4 @@
-//! `runbook list|quorum-loss-recovery|member-restore|cert-renewal|machine-replacement`: guided runbooks. This file parses flags, draws the plan,
+//! `runbook list|quorum-loss-recovery|member-restore|cert-renewal|machine-replacement|space-recovery`: guided runbooks. This file parses flags, draws the plan,
 //! progress and summary, and asks the confirmations; the engine is `druidctl::runbook`.
 
 use std::io::{IsTerminal, Write};
@@ -13,7 +13,9 @@ use druidctl::machines::delete::DeletionMethod;
 use druidctl::machines::{MachineClusterRef, MachineError, MachineTarget, delete as machine_ops};
 use druidctl::output::OutputFormat;
 use druidctl::output::progress::{PromptError, confirm, confirm_by_typing};
-use druidctl::runbook::catalog::{ALL, CERT_RENEWAL, MACHINE_REPLACEMENT, MEMBER_RESTORE, QUORUM_LOSS_RECOVERY};
+use druidctl::runbook::catalog::{
+    ALL, CERT_RENEWAL, MACHINE_REPLACEMENT, MEMBER_RESTORE, QUORUM_LOSS_RECOVERY, SPACE_RECOVERY,
+};
 use druidctl::runbook::engine::ExtraAccess;
 use druidctl::runbook::engine::{Event, Outcome, RunOptions, RunbookError, Summary};
 use druidctl::runbook::rbac::Access;
@@ -32,7 +34,7 @@ pub struct RunbookArgs {
     pub command: RunbookCommand,
 }
 
-/// The runbooks: quorum-loss-recovery, member-restore, cert-renewal and machine-replacement (`runbook list`
+/// The runbooks: quorum-loss-recovery, member-restore, cert-renewal, machine-replacement and space-recovery (`runbook list`
 /// describes each; `--plan` prints the steps and changes nothing).
 #[derive(Debug, Subcommand)]
 pub enum RunbookCommand {
@@ -47,6 +49,9 @@ pub enum RunbookCommand {
     CertRenewal(CertRenewalArgs),
     /// Replace the machine behind a node hosting Etcd members (MCM), refusing when any Etcd would lose quorum.
     MachineReplacement(MachineReplacementArgs),
+    /// Free the database of an Etcd that hit its quota (NOSPACE) or is close to it: compact, defragment each
+    /// member (followers first, the leader last), disarm NOSPACE, check that writes work.
+    SpaceRecovery(SpaceRecoveryArgs),
     /// Abort the unfinished runbook run of an Etcd whose executor is gone: etcd-druid reconciles again,
     /// component protection is back on, and the task is deleted.
     Abort(AbortArgs),
@@ -136,6 +141,20 @@ pub struct MachineReplacementArgs {
     /// several Etcds run on the node.
     #[arg(long, value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: Option<String>,
+    /// Runbook flags.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// Arguments of `runbook space-recovery`.
+#[derive(Debug, Args)]
+pub struct SpaceRecoveryArgs {
+    /// The Etcd: NAME or NAMESPACE/NAME.
+    #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = ArgValueCompleter::new(super::completion::etcd_names))]
+    pub etcd: String,
+    /// Run although no NOSPACE alarm is raised and every database is below 80% of the quota.
+    #[arg(long)]
+    pub force: bool,
     /// Runbook flags.
     #[command(flatten)]
     pub flags: RunFlags,
@@ -339,6 +358,8 @@ async fn resolve_machine(
 
 /// Runs `runbook …` (its own runtime, so Ctrl-C stops at a safe point instead of dropping the run).
 pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
+    // `Some(force)` for space recovery, which refuses an etcd with room to spare unless forced.
+    let mut space_force = None;
     let (rb, target, flags) = match args.command {
         RunbookCommand::List => return list(ctx),
         RunbookCommand::QuorumLossRecovery(a) => {
@@ -353,6 +374,10 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
             let target = a.target.target();
             let at = a.machines.cluster();
             (MACHINE_REPLACEMENT, Target::Machine { target, force: a.force, etcd: a.etcd, at }, a.flags)
+        }
+        RunbookCommand::SpaceRecovery(a) => {
+            space_force = Some(a.force);
+            (SPACE_RECOVERY, Target::Etcd { etcd: a.etcd, member: None }, a.flags)
         }
         RunbookCommand::Abort(a) => return abort(ctx, a),
     };
@@ -387,6 +412,9 @@ pub fn exec(ctx: &mut Context, args: RunbookArgs) -> anyhow::Result<()> {
                 (ns, name, Some(config), args)
             }
         };
+        if space_force == Some(false) {
+            known_refusal = druidctl::tasks::space_recovery::refusal_without_force(&cluster.client, &ns, &name).await;
+        }
         let mut o = RunOptions::new(&ns, &name);
         o.config = config;
         o.yes = flags.yes;
@@ -749,6 +777,11 @@ impl Operator for CliOperator {
                 }
             }
             Event::Warning { message } => self.line(&format!("warning: {message}")),
+            Event::StepReport { lines, .. } => {
+                for l in lines {
+                    self.line(&format!("    {l}"));
+                }
+            }
             Event::Task { name, created } if self.compact => {
                 self.line(&format!("{} task {name}", if *created { "created" } else { "continuing" }))
             }

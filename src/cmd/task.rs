@@ -697,7 +697,9 @@ fn runbook_args(rb: &druidctl::runbook::Runbook, ns: &str, etcd: &str, config: &
             let force = if config["force"].as_bool() == Some(true) { " --force" } else { "" };
             format!("-n {machine_ns} {target}{force} --etcd {ns}/{etcd}")
         }
-        RunbookId::QuorumLossRecovery | RunbookId::CertificateRenewal => format!("-n {ns} {etcd}"),
+        RunbookId::QuorumLossRecovery | RunbookId::CertificateRenewal | RunbookId::SpaceRecovery => {
+            format!("-n {ns} {etcd}")
+        }
     }
 }
 

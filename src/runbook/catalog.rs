@@ -9,6 +9,7 @@ use crate::tasks::cert_renewal::CertificateRenewal;
 use crate::tasks::machine_deletion::MachineForceDeletion;
 use crate::tasks::member_restore::SingleMemberRestore;
 use crate::tasks::quorum_loss::QuorumLossRecovery;
+use crate::tasks::space_recovery::SpaceRecovery;
 use crate::tasks::{Registry, TaskKind};
 
 /// Which runbook.
@@ -22,6 +23,8 @@ pub enum RunbookId {
     CertificateRenewal,
     /// Replacement of the machine behind a node hosting members.
     MachineReplacement,
+    /// Freeing the backend of a full (NOSPACE) or nearly full etcd.
+    SpaceRecovery,
 }
 
 /// A runbook definition.
@@ -125,8 +128,28 @@ pub const MACHINE_REPLACEMENT: Runbook = Runbook {
     needs_backup: false,
 };
 
+/// Space recovery: etcd's maintenance guide for NOSPACE (compact, defragment, disarm), member by member.
+pub const SPACE_RECOVERY: Runbook = Runbook {
+    id: RunbookId::SpaceRecovery,
+    name: "space-recovery",
+    task_type: types::SPACE_RECOVERY,
+    summary: "free the database of an etcd that hit its quota (NOSPACE, the cluster is read-only) or is close to it: compact, defragment each member (followers first, the leader last), disarm NOSPACE, check that writes work",
+    when: "etcd raised the NOSPACE alarm (writes fail with \"mvcc: database space exceeded\", kube-apiserver cannot write) or a member's database is at 80% or more of its quota (`spec.etcd.quota`, 8Gi by default). Reads keep working and etcd-druid may well show every condition green: only etcd's alarm list and status tell. When the live data itself needs more room, the run says so at the end and suggests a larger `spec.etcd.quota`; it never edits the spec.",
+    refuses: &[
+        "the cluster has no quorum (compaction and disarming need it)",
+        "a member is not ready (defragmenting another could lose quorum)",
+        "no NOSPACE alarm is raised and every database is below 80% of the quota, unless --force",
+        "a member's etcd cannot be reached (its route, the Etcd's client TLS): the first step reads every member before anything changes",
+        "no terminal and no --yes (the whole plan is confirmed by typing the Etcd name before the first change)",
+        "any API call of the plan is forbidden by RBAC (SelfSubjectAccessReview pre-flight)",
+    ],
+    data_loss: "No key and no current value: compaction discards the older revisions of every key (a watch or read at an older revision fails with \"required revision has been compacted\"). Each member is unavailable while it is defragmented, one at a time.",
+    source: "etcd maintenance guide, \"Space quota\" and \"Defragmentation\" (etcd-io/website content/en/docs/v3.5/op-guide/maintenance.md); etcd-druid's maintenance order (leader last)",
+    needs_backup: false,
+};
+
 /// Every runbook, in `runbook list` order.
-pub const ALL: [Runbook; 4] = [QUORUM_LOSS_RECOVERY, MEMBER_RESTORE, CERT_RENEWAL, MACHINE_REPLACEMENT];
+pub const ALL: [Runbook; 5] = [QUORUM_LOSS_RECOVERY, MEMBER_RESTORE, CERT_RENEWAL, MACHINE_REPLACEMENT, SPACE_RECOVERY];
 
 impl Runbook {
     /// The runbook called `name`.
@@ -141,6 +164,7 @@ impl Runbook {
             RunbookId::MemberRestore => Arc::new(SingleMemberRestore),
             RunbookId::CertificateRenewal => Arc::new(CertificateRenewal),
             RunbookId::MachineReplacement => Arc::new(MachineForceDeletion),
+            RunbookId::SpaceRecovery => Arc::new(SpaceRecovery),
         }
     }
 
@@ -191,6 +215,10 @@ impl Runbook {
                 Access::new("list", "policy", "poddisruptionbudgets"),
                 Access::new("list", "druid.gardener.cloud", "etcds"),
             ]),
+            // etcd itself is reached through the pod's route: its annotation, the cluster DNS, or a port-forward
+            // (`create pods/portforward`, needed only outside the cluster, so not demanded here: the first step
+            // reads every member before anything changes, and says so when the route is closed).
+            RunbookId::SpaceRecovery => a.extend([Access::new("get", "", "secrets")]),
         }
         a
     }

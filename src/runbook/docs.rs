@@ -24,6 +24,7 @@ fn usage(rb: &Runbook) -> &'static str {
         RunbookId::MachineReplacement => {
             "druidctl runbook machine-replacement -n shoot--project--cluster shoot--project--cluster-worker-z1-abcde"
         }
+        RunbookId::SpaceRecovery => "druidctl runbook space-recovery -n shoot--project--cluster etcd-main",
     }
 }
 
@@ -33,6 +34,7 @@ fn example_config(rb: &Runbook) -> Option<String> {
         RunbookId::MemberRestore => Some(crate::tasks::member_restore::config_for("etcd-main-2")),
         RunbookId::CertificateRenewal => None,
         RunbookId::MachineReplacement => Some("machine: shoot--project--cluster-worker-z1-abcde".into()),
+        RunbookId::SpaceRecovery => None,
     }
 }
 

@@ -230,6 +230,14 @@ pub enum Event {
         /// Of which druidctl acting: API writes and reads, journaling, deciding (`duration - waited`) in ms.
         acted_ms: u64,
     },
+    /// What a completed step found (sizes measured, space freed), one line each.
+    #[serde(rename_all = "camelCase")]
+    StepReport {
+        /// Name.
+        name: String,
+        /// The lines.
+        lines: Vec<String>,
+    },
     /// Stopped at a safe point (Ctrl-C or lost lease).
     #[serde(rename_all = "camelCase")]
     Interrupted {
@@ -995,6 +1003,10 @@ async fn execute(
                     waited_ms: t.waited_ms,
                     acted_ms: t.acted_ms,
                 });
+                let lines = step.report(&cx);
+                if !lines.is_empty() {
+                    op.event(&Event::StepReport { name: name.clone(), lines });
+                }
                 timings.push(t);
             }
             Ok(None) => {

@@ -1,4 +1,5 @@
-//! Talking to a member's etcd itself, for what only etcd can do: compaction and defragmentation.
+//! Talking to a member's etcd itself, for what only etcd can do: compaction, defragmentation, the alarms and
+//! the backend's size (Maintenance Status).
 //!
 //! etcd-backup-restore's HTTP API has no such endpoints: its server registers the snapshot, initialization,
 //! health and config handlers only (gardener/etcd-backup-restore `pkg/server/httpAPI.go`). Its own
@@ -26,7 +27,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use etcd_client::{Certificate, Client as EtcdClient, CompactionOptions, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{
+    AlarmAction, AlarmOptions, AlarmType, Certificate, Client as EtcdClient, CompactionOptions, ConnectOptions,
+    Identity, TlsOptions,
+};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use tokio::net::TcpListener;
@@ -267,6 +271,121 @@ async fn db_size(conn: &mut MemberConnection) -> Result<i64, StepError> {
     status
         .map(|s| s.db_size())
         .map_err(|e| StepError::Transient(format!("reading the status of etcd ({}): {e}", conn.via)))
+}
+
+/// What one member's etcd says about itself and its backend (Maintenance `Status`, `rpc.proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberSpace {
+    /// This member's ID.
+    pub member_id: u64,
+    /// The leader's ID as this member sees it (0: none).
+    pub leader: u64,
+    /// Size of the backend database file (what etcd compares with `quota-backend-bytes`), bytes.
+    pub db_size: i64,
+    /// Bytes of the database in use (the rest is free pages a defragmentation gives back).
+    pub db_size_in_use: i64,
+    /// The keyspace revision.
+    pub revision: i64,
+    /// Raft index.
+    pub raft_index: u64,
+    /// Raft index applied to the backend.
+    pub raft_applied_index: u64,
+}
+
+impl MemberSpace {
+    /// Whether this member leads.
+    pub fn is_leader(&self) -> bool {
+        self.leader != 0 && self.leader == self.member_id
+    }
+}
+
+/// An alarm raised in the cluster (`etcdctl alarm list`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Alarm {
+    /// The member that raised it.
+    pub member_id: u64,
+    /// `NOSPACE` or `CORRUPT`.
+    pub alarm: String,
+}
+
+/// etcd's name of an alarm type, as `etcdctl alarm list` prints it.
+fn alarm_name(t: AlarmType) -> &'static str {
+    match t {
+        AlarmType::Nospace => "NOSPACE",
+        AlarmType::Corrupt => "CORRUPT",
+        AlarmType::None => "NONE",
+    }
+}
+
+/// The Maintenance `Status` of the member `conn` is connected to.
+pub async fn member_space(conn: &mut MemberConnection) -> Result<MemberSpace, StepError> {
+    let s = conn
+        .client
+        .status()
+        .await
+        .map_err(|e| StepError::Transient(format!("reading the status of etcd ({}): {e}", conn.via)))?;
+    let header = s.header();
+    Ok(MemberSpace {
+        member_id: header.map(|h| h.member_id()).unwrap_or(0),
+        leader: s.leader(),
+        db_size: s.db_size(),
+        db_size_in_use: s.raft_used_db_size(),
+        revision: header.map(|h| h.revision()).unwrap_or(0),
+        raft_index: s.raft_index(),
+        raft_applied_index: s.raft_applied_index(),
+    })
+}
+
+/// The alarms raised in the cluster `conn` belongs to.
+pub async fn alarms(conn: &mut MemberConnection) -> Result<Vec<Alarm>, StepError> {
+    let r = conn
+        .client
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .map_err(|e| StepError::Transient(format!("listing the alarms of etcd ({}): {e}", conn.via)))?;
+    Ok(r.alarms().iter().map(|a| Alarm { member_id: a.member_id(), alarm: alarm_name(a.alarm()).into() }).collect())
+}
+
+/// Disarms the `NOSPACE` alarm of member `member_id` (`etcdctl alarm disarm` does this for every alarm listed).
+/// etcd raises it again at the next write that does not fit the quota.
+pub async fn disarm_nospace(conn: &mut MemberConnection, member_id: u64) -> Result<(), StepError> {
+    let mut options = AlarmOptions::new();
+    options.with_member(member_id);
+    conn.client
+        .alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(options))
+        .await
+        .map(|_| ())
+        .map_err(|e| StepError::Transient(format!("disarming NOSPACE of member {member_id:x} ({}): {e}", conn.via)))
+}
+
+/// Why a write was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteProbeError {
+    /// etcd refused it for lack of space (`mvcc: database space exceeded`, the NOSPACE alarm).
+    #[error("etcd refused the write: {0}")]
+    NoSpace(String),
+    /// Any other failure (connection, timeout, no leader).
+    #[error("the write failed: {0}")]
+    Other(String),
+}
+
+/// Writes `key` and deletes it again: whether the cluster accepts writes.
+pub async fn probe_write(conn: &mut MemberConnection, key: &str) -> Result<(), WriteProbeError> {
+    let classify = |e: etcd_client::Error| {
+        let text = e.to_string();
+        // etcd's ErrGRPCNoSpace (api/v3rpc/rpctypes): "etcdserver: mvcc: database space exceeded".
+        if text.contains("database space exceeded") {
+            WriteProbeError::NoSpace(text)
+        } else {
+            WriteProbeError::Other(format!("{text} ({})", conn.via))
+        }
+    };
+    if let Err(e) = conn.client.put(key, "druidctl write probe", None).await {
+        return Err(classify(e));
+    }
+    conn.client.delete(key, None).await.map(|_| ()).map_err(classify)
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod preconditions;
 pub mod quorum_loss;
 pub mod sidecar;
 pub mod snapshot;
+pub mod space_recovery;
 pub mod step;
 
 use std::collections::BTreeMap;

@@ -112,6 +112,11 @@ pub trait Step: Send + Sync {
     fn warnings(&self, _cx: &StepContext) -> Vec<String> {
         Vec::new()
     }
+    /// What a completed step found, for the operator (read from the journal after `verify` said ready), e.g. the
+    /// sizes it measured; the runbook shows the lines under the step.
+    fn report(&self, _cx: &StepContext) -> Vec<String> {
+        Vec::new()
+    }
     /// What this verification step could not check (one sentence each, from the journal); any makes the run
     /// end as "done, not verified" instead of success.
     fn unverified(&self, _cx: &StepContext) -> Vec<String> {

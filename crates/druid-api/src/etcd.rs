@@ -110,6 +110,22 @@ pub struct SharedConfig {
     pub auto_compaction_retention: Option<String>,
 }
 
+/// etcd-druid's backend quota when `spec.etcd.quota` is unset (druid v0.37.1
+/// `internal/component/configmap/etcdconfig.go`, `defaultDBQuotaBytes`).
+pub const DEFAULT_QUOTA_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+
+impl EtcdConfig {
+    /// The backend quota in bytes as etcd-druid renders it into `quota-backend-bytes`: `spec.etcd.quota`, or
+    /// [`DEFAULT_QUOTA_BYTES`] when unset (or not a quantity, which the real CRD's validation refuses).
+    pub fn quota_bytes(&self) -> u64 {
+        self.quota
+            .as_ref()
+            .and_then(crate::quantity::int_or_string_bytes)
+            .and_then(|b| u64::try_from(b).ok())
+            .unwrap_or(DEFAULT_QUOTA_BYTES)
+    }
+}
+
 /// `spec.backup`: the backup-restore sidecar.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -359,5 +375,18 @@ impl Etcd {
         out.sort();
         out.dedup();
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quota_defaults_to_druids_8gi() {
+        let mut c = EtcdConfig::default();
+        assert_eq!(c.quota_bytes(), DEFAULT_QUOTA_BYTES);
+        c.quota = Some(IntOrString::String("32Mi".into()));
+        assert_eq!(c.quota_bytes(), 32 * 1024 * 1024);
     }
 }

@@ -37,6 +37,8 @@ pub mod types {
     pub const CERTIFICATE_RENEWAL: &str = "CertificateRenewalTask";
     /// (druidctl) Force-delete a machine without costing any Etcd its quorum.
     pub const MACHINE_FORCE_DELETION: &str = "MachineForceDeletionTask";
+    /// (druidctl) Free the backend of a full (`NOSPACE`) or nearly full etcd: compact, defragment, disarm.
+    pub const SPACE_RECOVERY: &str = "SpaceRecoveryTask";
     /// Every task type druidctl knows.
     pub const ALL: &[&str] = &[
         ON_DEMAND_SNAPSHOT,
@@ -47,6 +49,7 @@ pub mod types {
         SINGLE_MEMBER_RESTORE,
         CERTIFICATE_RENEWAL,
         MACHINE_FORCE_DELETION,
+        SPACE_RECOVERY,
     ];
 }
 

@@ -45,6 +45,7 @@ pub mod member;
 pub mod opstask;
 pub mod playground;
 pub mod resources;
+pub mod space;
 pub mod statefulset;
 pub mod status;
 pub mod tls;

@@ -107,6 +107,8 @@ pub enum BreakKind {
     /// (SIGCONT) and catches up. The process stays alive (no restart); the probes and the sidecar see a member that
     /// does not answer, as kubelet and etcd-backup-restore would.
     LaggingMember,
+    /// The Etcd gets a small quota (`spec.etcd.quota`) and writes fill it until etcd raises NOSPACE.
+    SpaceExceeded,
 }
 
 /// Writes `playground break lagging-member` makes while a member is stopped: more raft entries than a healthy
@@ -115,7 +117,7 @@ pub const LAGGING_MEMBER_WRITES: usize = 1500;
 
 impl BreakKind {
     /// Every kind, in CLI spelling.
-    pub const ALL: [(&'static str, BreakKind); 7] = [
+    pub const ALL: [(&'static str, BreakKind); 8] = [
         ("member-down", BreakKind::MemberDown),
         ("member-lost", BreakKind::MemberLost),
         ("quorum-lost", BreakKind::QuorumLost),
@@ -123,6 +125,7 @@ impl BreakKind {
         ("backup-failing", BreakKind::BackupFailing),
         ("apiserver-restart", BreakKind::ApiserverRestart),
         ("lagging-member", BreakKind::LaggingMember),
+        ("space-exceeded", BreakKind::SpaceExceeded),
     ];
 
     /// The CLI spelling.
@@ -678,6 +681,7 @@ impl Playground {
                      {LAGGING_MEMBER_WRITES} writes go on without them, then continue (SIGCONT) and catch up"
                 ))
             }
+            BreakKind::SpaceExceeded => super::space::exceed_space(self, &ns).await,
         }
     }
 

@@ -734,6 +734,19 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn config_map_renders_the_quota_of_the_spec_or_druids_8gi() {
+        let quota = |e: &Etcd| {
+            etcdconf::EtcdConf::parse(config_map(e)["data"]["etcd.conf.yaml"].as_str().unwrap())
+                .unwrap()
+                .quota_backend_bytes
+        };
+        let mut e = etcd(3);
+        assert_eq!(quota(&e), 8589934592);
+        e.spec.etcd.quota = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("16Mi".into()));
+        assert_eq!(quota(&e), 16777216);
+    }
+
+    #[test]
     fn statefulset_mounts_the_config_map_as_etcd_config_file() {
         let sts = stateful_set(&etcd(3), &StatefulSetInputs { replicas: 3, ..Default::default() });
         assert_eq!(config_map_of_statefulset(&sts).as_deref(), Some("etcd-main-config"));
