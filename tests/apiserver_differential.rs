@@ -992,6 +992,11 @@ fn special_scenarios(ns_for: &mut dyn FnMut(&str) -> String) -> Vec<Scenario> {
             get("list namespaces filtered by name", format!("/api/v1/namespaces?fieldSelector=metadata.name%3D{ns}")),
             get("get own namespace", format!("/api/v1/namespaces/{ns}")),
             get("get own namespace as Table", format!("/api/v1/namespaces/{ns}")).accept(TABLE),
+            req("strategic merge patch of a custom resource that does not exist", Method::PATCH,
+                format!("/apis/druid.gardener.cloud/v1alpha1/namespaces/{ns}/etcds/nope"), Some(json!({"spec": {"replicas": 1}})), SMP),
+            get("get own namespace as Table v1beta1 only", format!("/api/v1/namespaces/{ns}"))
+                .accept("application/json;as=Table;v=v1beta1;g=meta.k8s.io")
+                .cmp(Cmp::Ptrs(vec!["/kind", "/apiVersion"])),
             get("list nodes (empty)", "/api/v1/nodes"),
             get("list events all namespaces, by ns field", format!("/api/v1/events?fieldSelector=metadata.namespace%3D{ns}")),
             get("list pods all namespaces, by ns field", format!("/api/v1/pods?fieldSelector=metadata.namespace%3D{ns}")),
@@ -1054,6 +1059,8 @@ fn special_scenarios(ns_for: &mut dyn FnMut(&str) -> String) -> Vec<Scenario> {
             req("pod: patch status phase", Method::PATCH, format!("{pods}/p1/status"),
                 Some(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})), SMP),
             get("pod: get after status patch", format!("{pods}/p1")),
+            req("pod: SMP add a container to the running pod (forbidden)", Method::PATCH, format!("{pods}/p1"),
+                Some(json!({"spec": {"containers": [{"name": "c2", "image": "busybox"}]}})), SMP),
             get("pod proxy to a pod without IP", format!("{pods}/p1/proxy/healthz")),
             get("pod proxy with port to a pod without IP", format!("{pods}/p1:8080/proxy/healthz")),
             get("pod proxy with port name", format!("{pods}/p1:http/proxy/healthz")),
@@ -1125,6 +1132,8 @@ fn special_scenarios(ns_for: &mut dyn FnMut(&str) -> String) -> Vec<Scenario> {
             req("Lease negative transitions", Method::POST, &leases, Some(lease("l5", json!({"leaseTransitions": -1}))), JSON),
             req("Lease PUT without resourceVersion", Method::PUT, format!("{leases}/l1"),
                 Some(lease("l1", json!({"holderIdentity": "b", "leaseDurationSeconds": 15}))), JSON),
+            req("Lease PUT with an invalid renewTime, without resourceVersion", Method::PUT, format!("{leases}/l1"),
+                Some(lease("l1", json!({"holderIdentity": "b", "renewTime": "yesterday"}))), JSON),
             req("Lease PUT missing without resourceVersion (create)", Method::PUT, format!("{leases}/l9"),
                 Some(lease("l9", json!({"holderIdentity": "b"}))), JSON),
             req("Lease PUT with stale resourceVersion", Method::PUT, format!("{leases}/l1"),
@@ -1342,6 +1351,49 @@ fn special_scenarios(ns_for: &mut dyn FnMut(&str) -> String) -> Vec<Scenario> {
             kubectl("kubectl get unknown kind", &n("-n NS get nopes"), None),
             kubectl("kubectl explain etcd", "explain etcd.spec.replicas", None),
         ],
+    });
+
+    // Label selectors as `labels.Parse` reads them: accepted or refused alike (the code; the messages are the
+    // parser's own). druidctl's `-l` check pins the real server's answers to the same selectors
+    // (`druidctl::kube::selector`, its unit test).
+    let ns = ns_for("selectors");
+    let selectors = [
+        "app in ()",
+        "app notin ()",
+        "app in (a,)",
+        "a in (,)",
+        "app=",
+        "a>1",
+        "a>x",
+        "app in (a",
+        "!app=b",
+        "app in a",
+        "x/y/z=a",
+        "a==b==c",
+        "A_b.c=d",
+        "-a=b",
+        "a=-b",
+        "a b",
+        ",",
+        "a,",
+        "a=b,,c=d",
+        "a in (b c)",
+        "a notin (b),!c",
+    ];
+    out.push(Scenario {
+        name: "label selectors".into(),
+        ns: ns.clone(),
+        steps: selectors
+            .iter()
+            .map(|sel| {
+                let q: String = sel
+                    .bytes()
+                    .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+                    .collect();
+                get(format!("labelSelector={sel}"), format!("/api/v1/namespaces/{ns}/configmaps?labelSelector={q}"))
+                    .cmp(Cmp::Code)
+            })
+            .collect(),
     });
 
     out

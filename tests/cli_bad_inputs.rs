@@ -32,6 +32,13 @@ const CASES: &[Case] = &[
     Case { args: &["status", "a/b/c"], code: USAGE, says: "invalid etcd name" },
     Case { args: &["status", "-n", "Not_A_Namespace"], code: USAGE, says: "invalid namespace" },
     Case { args: &["status", "-l", "role in main"], code: USAGE, says: "invalid label selector" },
+    // What kube-apiserver refuses (apimachinery `labels.Parse`) is refused before anything is sent.
+    Case { args: &["status", "-l", "role=-main"], code: USAGE, says: "a valid label must be an empty string" },
+    Case { args: &["status", "-l", "x/y/z=a"], code: USAGE, says: "a qualified name must be" },
+    Case { args: &["status", "-l", "size>big"], code: USAGE, says: "the value must be an integer" },
+    Case { args: &["status", "-l", "a,"], code: USAGE, says: "expected: identifier after ','" },
+    Case { args: &["reconcile", "-l", "!role=main"], code: USAGE, says: "expected: ',' or 'end of string'" },
+    Case { args: &["status", "-l", ""], code: USAGE, says: "empty" },
     Case { args: &["--request-timeout", "forever", "status"], code: USAGE, says: "invalid duration" },
     Case { args: &["reconcile"], code: USAGE, says: "name the etcd" },
     Case { args: &["reconcile", "-A"], code: USAGE, says: "name the etcd" },
@@ -63,6 +70,14 @@ const CASES: &[Case] = &[
         says: "not found in namespace \"shoot--b\"",
     },
     Case { args: &["protection", "disable", "-l", "role=none"], code: NOT_FOUND, says: "not found" },
+    // `()` is the empty value, as the API server parses it: sent, and nothing has `role=""`.
+    Case { args: &["protection", "disable", "-l", "role in ()"], code: NOT_FOUND, says: "not found" },
+    // A member is named like any resource: one that does not exist is not found, before any precondition.
+    Case {
+        args: &["runbook", "member-restore", "etcd-main", "etcd-main-7", "--plan"],
+        code: NOT_FOUND,
+        says: "member \"etcd-main-7\" not found in namespace \"shoot--a\" (the members of etcd etcd-main are",
+    },
     Case { args: &["reconcile", "etcd-events"], code: REJECTED, says: "is suspended" },
     Case { args: &["reconcile", "etcd-main", "etcd-events"], code: REJECTED, says: "resume-reconcile" },
     // Durations: no panic on overflow, a range checked at parse time.
@@ -409,5 +424,48 @@ async fn a_server_that_never_answers_times_out_naming_the_timeout_in_force() {
     assert_eq!(
         line,
         format!("error: timed out after 1s waiting for http://127.0.0.1:{port} to answer (--request-timeout)")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_is_named_on_stderr_after_a_few_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _keep = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let kc = dir.path().join("config");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             contexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = cli_support::run_with(
+        cli_support::bin(),
+        &["--request-timeout", "7s", "status"],
+        &[("KUBECONFIG", kc.to_str().unwrap())],
+        dir.path(),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(7), "held until the timeout");
+    assert_eq!(
+        lines,
+        [
+            format!("note: http://127.0.0.1:{port} has not answered after 5s; waiting up to 7s (--request-timeout)"),
+            format!("error: timed out after 7s waiting for http://127.0.0.1:{port} to answer (--request-timeout)"),
+        ],
+        "the silent server is named while the command still waits, once"
     );
 }

@@ -135,6 +135,13 @@ fn detached_playground_down_leaves_no_etcd_behind() {
         "the etcd processes belong to the detached playground, not to the test"
     );
 
+    // Breaking a namespace the playground does not run is not found (exit 6), and breaks nothing.
+    let nowhere = druidctl(&dir, &["break", "quorum-lost", "--in", "no-such-namespace"]);
+    let said = String::from_utf8_lossy(&nowhere.stderr).into_owned();
+    assert_eq!(nowhere.status.code(), Some(6), "{said}");
+    assert!(said.starts_with("error: namespace \"no-such-namespace\" is not part of the playground"), "{said}");
+    assert_eq!(etcd_processes_under(&dir).len(), 3, "nothing was broken");
+
     let down = druidctl(&dir, &["down"]);
     assert!(down.status.success(), "playground down failed: {}", String::from_utf8_lossy(&down.stderr));
     assert!(String::from_utf8_lossy(&down.stdout).contains("playground stopped"));

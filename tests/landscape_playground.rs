@@ -380,9 +380,15 @@ async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
     leader_sidecar(&pg, &ns, "/snapshot/full").await;
     c.put("delta-a", "2").await.unwrap();
     leader_sidecar(&pg, &ns, "/snapshot/delta").await;
-    c.put("delta-b", "3").await.unwrap();
-    let last = leader_sidecar(&pg, &ns, "/snapshot/delta").await;
-    let last_rev = last["lastRevision"].as_i64().expect("a delta was taken");
+    let delta_b = c.put("delta-b", "3").await.unwrap();
+    leader_sidecar(&pg, &ns, "/snapshot/delta").await;
+    // The sidecar's own schedule (every 2 s here) may have taken the newest keys into a delta before the
+    // request did, which then answers that nothing changed: the store says which delta is the last.
+    let store = pg.state_dir().join("backups").join(&ns).join(format!("{ns}_etcd-main"));
+    let newest = landscape::backup::ObjectStore::new(&store).list().pop().expect("snapshots in the store");
+    assert_eq!(newest.kind, landscape::backup::SnapshotKind::Incr, "{newest:?}");
+    assert!(newest.last_revision >= delta_b, "the last delta holds every key: {newest:?}");
+    let last_rev = newest.last_revision;
 
     let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(admin.clone(), &ns);
     let job = serde_json::from_value(json!({
@@ -414,7 +420,6 @@ async fn the_compaction_job_and_copy_backups_task_work_on_the_real_snapshots() {
     };
     let st = job.status.unwrap();
     assert_eq!(st.succeeded, Some(1), "{:?}", st.conditions);
-    let store = pg.state_dir().join("backups").join(&ns).join(format!("{ns}_etcd-main"));
     let compacted = std::fs::read_dir(&store)
         .unwrap()
         .flatten()

@@ -38,6 +38,30 @@ impl Cli {
         .unwrap()
     }
 
+    /// Runs the binary with stdin, stdout and stderr on a pseudo-terminal (util-linux `script`): its exit code and
+    /// what the terminal showed.
+    async fn run_on_terminal(&self, args: &[&str]) -> (Option<i32>, String) {
+        let line = std::iter::once(env!("CARGO_BIN_EXE_druidctl"))
+            .chain(args.iter().copied())
+            .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let dir = self.dir.path().to_path_buf();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new("script")
+                .args(["-qfec", &line, "/dev/null"])
+                .env("KUBECONFIG", dir.join("config"))
+                .env("HOME", &dir)
+                .env("NO_COLOR", "1")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     async fn tasks(&self) -> Vec<EtcdOperatorTask> {
         Api::<EtcdOperatorTask>::namespaced(self.server.client(), NS).list(&ListParams::default()).await.unwrap().items
     }
@@ -84,6 +108,34 @@ async fn waiting_without_an_executor_is_refused_and_creates_nothing() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("stays Pending"), "{}", stderr(&out));
     assert_eq!(cli.tasks().await.len(), 1);
+    assert!(sidecar.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_shortcut_waits_by_default_at_a_terminal_and_in_a_script_alike() {
+    let (cli, sidecar) = Cli::start().await;
+    let snapshot = ["snapshot", "full", "etcd-main", "--engine", "druidctl"];
+    // Waiting needs an executor and none runs: refused with exit 3 and nothing created, in a script…
+    let out = cli.run(&snapshot).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no executor is running"), "{}", stderr(&out));
+    assert!(cli.tasks().await.is_empty());
+    // …and at a terminal.
+    let (code, shown) = cli.run_on_terminal(&snapshot).await;
+    assert!(shown.contains("no executor is running"), "{shown}");
+    assert_eq!(code, Some(3), "{shown}");
+    assert!(cli.tasks().await.is_empty());
+    // --no-wait returns once the task is created, in both.
+    let out = cli.run(&["compact", "etcd-main", "--no-wait", "--force"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("created"), "{}", stderr(&out));
+    let (code, shown) =
+        cli.run_on_terminal(&["maintenance", "etcd-main", "--compaction", "--no-wait", "--force"]).await;
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("created") && shown.contains("stays Pending"), "{shown}");
+    let tasks = cli.tasks().await;
+    assert_eq!(tasks.len(), 2);
+    assert!(tasks.iter().all(|t| t.state() == TaskState::Pending), "nothing executes them");
     assert!(sidecar.calls().is_empty());
 }
 

@@ -12,7 +12,7 @@ pub struct CompactArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
     #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = clap_complete::engine::ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
-    /// Do not wait for the task even on a terminal.
+    /// Return once the task is created instead of following it to the end.
     #[arg(long, conflicts_with_all = ["wait", "local"])]
     pub no_wait: bool,
     /// How to run it.

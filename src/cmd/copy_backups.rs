@@ -32,7 +32,7 @@ pub struct CopyBackupsArgs {
     /// Copy at most this many backups, newest first.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_backups: Option<u32>,
-    /// Do not wait for the task even on a terminal.
+    /// Return once the task is created instead of following it to the end.
     #[arg(long, conflicts_with_all = ["wait", "local"])]
     pub no_wait: bool,
     /// How to run it.

@@ -356,6 +356,12 @@ async fn run_on(
     }
 
     let t = out.begin(3, &format!("write {} more keys, in no backup", args.keys_after));
+    // These keys must stay out of every backup, whatever the sidecar's schedule does meanwhile (a leading
+    // sidecar takes its first delta a tick after its first full snapshot, however long the delta period, and a
+    // newly elected leader snapshots at once): its snapshots fail from here until quorum is lost, when no
+    // sidecar leads and none is taken. The recovery then reads the store as usual.
+    let landscape = pg.landscape(&ns).ok_or_else(|| anyhow::anyhow!("the playground does not run {ns}"))?;
+    landscape.set_backup_failing(&ns, &etcd, true);
     within("writing the keys", KEYS, async {
         for i in 0..args.keys_after {
             client.put(format!("/demo/after/{i:03}"), format!("value-{i}")).await?;
@@ -369,6 +375,7 @@ async fn run_on(
     let t = out.begin(4, "destroy a majority of the members");
     pg.break_(BreakKind::QuorumLost, &BreakTarget::default()).await?;
     pg.wait_ready_reason(&ns, "QuorumLost", Duration::from_secs(30)).await?;
+    landscape.set_backup_failing(&ns, &etcd, false);
     out.end("destroy a majority", t);
     out.result("✓ 2 of 3 members lost their process and data: quorum is lost");
     out.result("  etcd-druid reports Ready=False (QuorumLost)");

@@ -109,6 +109,9 @@ pub fn classify(err: &anyhow::Error) -> ExitCode {
         if cause.is::<crate::cmd::runbook::NotVerified>() {
             return ExitCode::NotVerified;
         }
+        if cause.is::<crate::cmd::playground::NotInPlayground>() {
+            return ExitCode::NotFound;
+        }
         if let Some(e) = cause.downcast_ref::<ClusterError>() {
             return from_cluster(e);
         }
@@ -179,7 +182,7 @@ pub const BY_COMMAND: &[(ExitCode, &str, &str)] = &[
     ),
     (
         ExitCode::NotFound,
-        "every command naming an Etcd, task, certificate, machine or member (`move-leader`); `--context`; the task commands without the CRD",
+        "every command naming an Etcd, task, certificate, machine or member (`runbook member-restore`, a `SingleMemberRestoreTask`, `move-leader`); `--context`; `playground break` naming a namespace or member the playground does not run; the task commands without the CRD",
         "`druidctl task watch no-such-task` → `error: EtcdOperatorTask \"no-such-task\" not found in namespace \"shoot--a\"`",
     ),
     (

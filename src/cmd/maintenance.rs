@@ -19,7 +19,7 @@ pub struct MaintenanceArgs {
     /// Defragment every member, one at a time, the leader last.
     #[arg(long)]
     pub defragmentation: bool,
-    /// Do not wait for the task even on a terminal.
+    /// Return once the task is created instead of following it to the end.
     #[arg(long, conflicts_with_all = ["wait", "local"])]
     pub no_wait: bool,
     /// How to run it.

@@ -150,13 +150,13 @@ pub enum Command {
     Install(install::InstallArgs),
     /// EtcdOperatorTasks: create (after checking preconditions), list, get, describe, watch, delete.
     Task(task::TaskArgs),
-    /// Take a full or delta snapshot now (an OnDemandSnapshotTask).
+    /// Take a full or delta snapshot now (an OnDemandSnapshotTask) and wait for it; --no-wait returns at once.
     Snapshot(snapshot::SnapshotArgs),
-    /// Compact the backups with the compaction Job now (an OnDemandSnapshotCompactionTask).
+    /// Compact the backups with the compaction Job now (an OnDemandSnapshotCompactionTask) and wait for it.
     Compact(compact::CompactArgs),
-    /// etcd compaction and/or defragmentation now (an OnDemandMaintenanceTask).
+    /// etcd compaction and/or defragmentation now (an OnDemandMaintenanceTask), and wait for it.
     Maintenance(maintenance::MaintenanceArgs),
-    /// Copy backups between object stores (a CopyBackupsTask).
+    /// Copy backups between object stores (a CopyBackupsTask) and wait for it.
     CopyBackups(copy_backups::CopyBackupsArgs),
     /// Run the EtcdOperatorTask controller (leader election, /metrics, /healthz, /readyz).
     Serve(serve::ServeArgs),
@@ -308,6 +308,7 @@ impl Context {
             namespace: self.global.namespace.clone(),
             request_timeout: self.global.request_timeout.0,
             prefer_in_cluster: false,
+            slow_answer: Some(slow_answer_notice()),
         }
     }
 
@@ -489,4 +490,27 @@ pub async fn write_targets(ctx: &Context, names: &[String]) -> anyhow::Result<(C
         return Err(none_found(ctx, "etcd", &cluster.namespace).into());
     }
     Ok((cluster, etcds))
+}
+
+/// Says on stderr, once per process, which server has not answered a request yet, and how long it is waited for.
+fn slow_answer_notice() -> druidctl::kube::slow_answer::SlowAnswerNotice {
+    use druidctl::kube::slow_answer::{NOTICE_AFTER, SlowAnswerNotice};
+    static NOTICE: std::sync::OnceLock<SlowAnswerNotice> = std::sync::OnceLock::new();
+    NOTICE
+        .get_or_init(|| {
+            SlowAnswerNotice::new(
+                NOTICE_AFTER,
+                std::sync::Arc::new(|server: &str, after: std::time::Duration| {
+                    let limit = match druidctl::kube::in_force::in_force() {
+                        Some(f) if f.is_default => {
+                            format!("up to {}s (the default; --request-timeout sets it)", f.request_timeout.as_secs())
+                        }
+                        Some(f) => format!("up to {}s (--request-timeout)", f.request_timeout.as_secs()),
+                        None => "until the request timeout".to_string(),
+                    };
+                    eprintln!("note: {server} has not answered after {}s; waiting {limit}", after.as_secs());
+                }),
+            )
+        })
+        .clone()
 }

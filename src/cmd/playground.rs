@@ -521,6 +521,9 @@ async fn serve_break_requests(pg: &Playground, dir: &Path) {
                             };
                             match pg.break_(kind, &target).await {
                                 Ok(s) => serde_json::json!({"ok": s}),
+                                Err(e @ landscape::LandscapeError::NotFound(_)) => {
+                                    serde_json::json!({"error": e.to_string(), "notFound": true})
+                                }
                                 Err(e) => serde_json::json!({"error": e.to_string()}),
                             }
                         }
@@ -561,12 +564,19 @@ async fn request_break(ctx: &mut Context, dir: &Path, a: BreakArgs) -> anyhow::R
     }
     let answer: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&done)?)?;
     let _ = std::fs::remove_file(&done);
+    let error = answer["error"].as_str().unwrap_or("break failed").to_string();
     match answer["ok"].as_str() {
         Some(s) => ctx.printer.text(&format!("{s}\n"))?,
-        None => anyhow::bail!("{}", answer["error"].as_str().unwrap_or("break failed")),
+        None if answer["notFound"] == true => return Err(NotInPlayground(error).into()),
+        None => anyhow::bail!("{error}"),
     }
     Ok(())
 }
+
+/// `playground break` named a namespace or member the playground does not run: not found (exit 6).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotInPlayground(pub String);
 
 /// The names `playground break` accepts (for completion; the landscape defines them).
 pub fn break_kind_names() -> Vec<&'static str> {

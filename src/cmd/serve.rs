@@ -115,6 +115,7 @@ async fn serve(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
         namespace: ctx.global.namespace.clone(),
         request_timeout: ctx.global.request_timeout.0,
         prefer_in_cluster: true,
+        slow_answer: None,
     })
     .await?;
     let scope = if ctx.global.all_namespaces { None } else { Some(ctx.namespace_or(&cluster.namespace)) };

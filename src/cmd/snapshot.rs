@@ -13,7 +13,7 @@ use druidctl::tasks::opstask;
 use super::Context;
 use super::task::{RunArgs, classified, run_task, shortcut_waits};
 
-/// Creates an on-demand snapshot EtcdOpsTask and, with --wait (or on a terminal), follows it.
+/// Creates an on-demand snapshot EtcdOpsTask and, unless --no-wait, follows it.
 async fn run_ops_task(ctx: &mut Context, cluster: &Cluster, kind: &str, args: &SnapshotArgs) -> anyhow::Result<()> {
     let (ns, etcd) = super::task::etcd_target(ctx, &cluster.namespace, &args.etcd)?;
     let run = shortcut_waits(&args.run, args.no_wait);
@@ -62,7 +62,7 @@ pub struct SnapshotArgs {
     /// The Etcd: NAME or NAMESPACE/NAME.
     #[arg(value_name = "ETCD", value_parser = super::parse_etcd_ref, add = clap_complete::engine::ArgValueCompleter::new(super::completion::etcd_names))]
     pub etcd: String,
-    /// Do not wait for the task even on a terminal.
+    /// Return once the task is created instead of following it to the end.
     #[arg(long, conflicts_with_all = ["wait", "local"])]
     pub no_wait: bool,
     /// Who takes it: `druid` (an EtcdOpsTask etcd-druid executes), `druidctl` (an EtcdOperatorTask for

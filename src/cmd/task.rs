@@ -1,7 +1,7 @@
-//! `task create|list|get|describe|watch|delete`: EtcdOperatorTasks (DEP-05), and the runner the shortcuts
-//! (`snapshot`, `compact`, `maintenance`, `copy-backups`) share.
+//! `task create|list|get|describe|watch|delete`: EtcdOperatorTasks (DEP-05), and the printing of a task run
+//! (`druidctl::taskrun`) that the shortcuts (`snapshot`, `compact`, `maintenance`, `copy-backups`) share.
 
-use std::io::{IsTerminal, Read};
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use druidctl::kube::error::Subject;
 use druidctl::kube::{Cluster, ClusterError, UsageError};
 use druidctl::output::{Cell, OutputFormat, Printable, Style, Table, age};
 use druidctl::reconciler::{Reconciler, ReconcilerOptions};
+use druidctl::taskrun::{RunEvent, RunOptions, RunOutcome};
 use druidctl::tasks::Registry;
 use druidctl::tasks::ops::{self, TaskOpsError, TaskRequest, Transition};
 use kube::api::{Api, DeleteParams, ListParams};
@@ -155,18 +156,7 @@ fn read_config(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>>
 
 /// `NAME` or `NAMESPACE/NAME` of an Etcd, against `-n` and the context namespace.
 pub(super) fn etcd_target(ctx: &Context, cluster_ns: &str, etcd: &str) -> Result<(String, String), UsageError> {
-    match etcd.split_once('/') {
-        Some((ns, name)) => {
-            if let Some(explicit) = &ctx.global.namespace
-                && explicit != ns
-            {
-                return Err(UsageError(format!("--etcd {etcd} names namespace {ns:?} but -n says {explicit:?}")));
-            }
-            Ok((ns.to_string(), name.to_string()))
-        }
-        None if etcd.is_empty() => Err(UsageError("--etcd needs a name".into())),
-        None => Ok((ctx.namespace_or(cluster_ns), etcd.to_string())),
-    }
+    druidctl::taskrun::etcd_target(ctx.global.namespace.as_deref(), cluster_ns, etcd)
 }
 
 fn namespace(ctx: &Context, cluster: &Cluster) -> String {
@@ -179,9 +169,10 @@ pub(super) fn classified(e: TaskOpsError) -> anyhow::Error {
     match e {
         TaskOpsError::Cluster(c) => c.into(),
         TaskOpsError::Invalid(i) => UsageError(i.to_string()).into(),
-        e @ (TaskOpsError::Refused(_) | TaskOpsError::Rejected { .. } | TaskOpsError::NoExecutor { .. }) => {
-            AnnotateError::Rejected(e.to_string()).into()
-        }
+        e @ (TaskOpsError::Refused(_)
+        | TaskOpsError::Rejected { .. }
+        | TaskOpsError::NoExecutor { .. }
+        | TaskOpsError::Blocked(_)) => AnnotateError::Rejected(e.to_string()).into(),
         TaskOpsError::Timeout { task, state, step, after } => ClusterError::Timeout {
             after,
             what: format!(
@@ -192,70 +183,6 @@ pub(super) fn classified(e: TaskOpsError) -> anyhow::Error {
         .into(),
         e @ TaskOpsError::Failed { .. } => anyhow::anyhow!(e),
     }
-}
-
-/// `--local` runs one Etcd's tasks in order, so it looks at the unfinished tasks of its Etcd ahead of it first:
-/// - one that an executor runs (a live executor Lease, or `serve` for the namespace) is waited for; with no
-///   `serve`, this process stands by to take it over should that executor go;
-/// - an InProgress one whose executor is gone (a `--local` run that timed out or was killed) is taken over:
-///   this process executes it first;
-/// - a Pending one that nothing executes would block this one without end: refused (nothing created), naming
-///   the task, since when, and the two ways to clear it.
-///
-/// Returns the tasks this process drives before its own.
-async fn tasks_ahead_of_local(cluster: &Cluster, req: &TaskRequest, identity: &str) -> anyhow::Result<Vec<String>> {
-    let api: Api<EtcdOperatorTask> = Api::namespaced(cluster.client.clone(), &req.namespace);
-    let tasks = api.list(&ListParams::default()).await.map_err(|e| task_err(e, "", &req.namespace))?;
-    let serve = ops::running_executor(&cluster.client, &req.namespace).await?;
-    let cmd = druidctl::output::command_name();
-    let mut drive = Vec::new();
-    for t in tasks.items.iter().filter(|t| t.targets(&req.namespace, &req.etcd) && !t.state().is_terminal()) {
-        let name = t.metadata.name.clone().unwrap_or_default();
-        let since = t.metadata.creation_timestamp.as_ref().map(|c| c.0.to_string()).unwrap_or_default();
-        let lease = druidctl::runbook::guard::live_holder(&cluster.client, &req.namespace, &name, identity).await?;
-        let in_progress = t.state() == druidctl::api::TaskState::InProgress;
-        match (&lease, &serve) {
-            (Some(h), _) => {
-                eprintln!("note: this task runs after task {name} ({}), which {} executes", t.spec.type_, h.identity);
-                if serve.is_none() {
-                    drive.push(name);
-                }
-            }
-            (None, Some(s)) => {
-                eprintln!("note: this task runs after task {name} ({}), which {s} executes", t.spec.type_);
-            }
-            (None, None) if in_progress => {
-                let op = t.status.as_ref().and_then(|s| s.last_operation.as_ref());
-                let at = op
-                    .map(|o| {
-                        format!(
-                            " at {} since {}",
-                            o.name,
-                            o.last_transition_time.0.round(jiff::Unit::Second).unwrap_or(o.last_transition_time.0)
-                        )
-                    })
-                    .unwrap_or_default();
-                eprintln!(
-                    "note: taking over task {name} ({}, InProgress{at}), whose executor stopped: it runs first",
-                    t.spec.type_
-                );
-                drive.push(name);
-            }
-            (None, None) => {
-                return Err(AnnotateError::Rejected(format!(
-                    "task {name} ({}, {} since {since}) is ahead of this one for etcd {}/{} and no executor runs it, so a --local task would wait behind it forever; clear it with `{cmd} task delete -n {} {name}`, or let `{cmd} serve -n {}` execute it; nothing was created",
-                    t.spec.type_,
-                    t.state().as_str(),
-                    req.namespace,
-                    req.etcd,
-                    req.namespace,
-                    req.namespace
-                ))
-                .into());
-            }
-        }
-    }
-    Ok(drive)
 }
 
 /// Creates a task of `type_` for `etcd` and runs it as `run` says (shared by `task create` and shortcuts).
@@ -271,72 +198,57 @@ pub async fn run_task(
     registry.plan(type_, config.as_deref()).map_err(|e| UsageError(e.to_string()))?;
     let cluster = ctx.connect().await?;
     let (ns, name) = etcd_target(ctx, &cluster.namespace, etcd)?;
-    let req = TaskRequest { namespace: ns.clone(), etcd: name, type_: type_.to_string(), config, ttl_seconds: run.ttl };
-    if !run.force {
-        ops::precheck(&cluster.client, &registry, &req).await.map_err(classified)?;
-    }
-    let wait = run.wait || run.local;
-    let identity = druidctl::reconciler::lease::process_identity("druidctl-local");
-    let ahead = if run.local { tasks_ahead_of_local(&cluster, &req, &identity).await? } else { Vec::new() };
-    if !run.local && ops::running_executor(&cluster.client, &ns).await?.is_none() {
-        if wait {
-            return Err(classified(TaskOpsError::NoExecutor { namespace: ns }));
-        }
-        eprintln!(
-            "note: no executor is running for namespace {ns:?} (`druidctl serve`); the task stays Pending until one runs (or create it with --local)"
-        );
-    }
-    let task = ops::create(&cluster.client, &registry, &req).await.map_err(classified)?;
-    let task_name = task.metadata.name.clone().unwrap_or_default();
-    if !wait {
-        return print_created(ctx, &task);
-    }
-    if !matches!(ctx.printer.format(), OutputFormat::Jsonl) {
-        eprintln!("etcdoperatortask.druid.gardener.cloud/{task_name} created");
-    }
-    let local = run.local.then(|| {
-        let r = Arc::new(Reconciler::new(cluster.client.clone(), registry.clone(), ReconcilerOptions::new(&identity)));
-        // The tasks ahead that this process takes over (or stands by for) first; its own waits behind them.
-        let handles: Vec<_> = ahead
-            .iter()
-            .chain([&task_name])
-            .map(|n| {
-                let (r2, ns2, n2) = (r.clone(), ns.clone(), n.clone());
-                tokio::spawn(async move { r2.run_to_completion(&ns2, &n2).await })
-            })
-            .collect();
-        (r, handles)
-    });
+    let request =
+        TaskRequest { namespace: ns.clone(), etcd: name, type_: type_.to_string(), config, ttl_seconds: run.ttl };
+    let o = RunOptions {
+        request,
+        wait: run.wait,
+        timeout: run.timeout,
+        force: run.force,
+        local: run.local,
+        identity: druidctl::reconciler::lease::process_identity("druidctl-local"),
+    };
     let format = ctx.printer.format();
     let mut printer_err = None;
-    let followed = ops::follow(&cluster.client, &ns, &task_name, Some(run.timeout), |t| {
-        if let Err(e) = print_transition(ctx, format, t) {
-            printer_err.get_or_insert(e);
+    let outcome = druidctl::taskrun::run(&cluster.client, registry, &o, &mut |event| match event {
+        RunEvent::Note(note) => eprintln!("{note}"),
+        RunEvent::Following(task) => {
+            if !matches!(format, OutputFormat::Jsonl) {
+                eprintln!(
+                    "etcdoperatortask.druid.gardener.cloud/{} created",
+                    task.metadata.name.as_deref().unwrap_or_default()
+                );
+            }
+        }
+        RunEvent::Transition(t) => {
+            if let Err(e) = print_transition(ctx, format, t) {
+                printer_err.get_or_insert(e);
+            }
         }
     })
     .await;
-    if let Some((r, handles)) = local {
-        // Running steps stop at a safe point and give their executor leases back.
-        r.shutdown.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(handles)).await;
-    }
     if let Some(e) = printer_err {
         return Err(e);
     }
-    let task = followed.map_err(|e| match e {
+    let task = match outcome {
+        Ok(RunOutcome::Created(task)) => return print_created(ctx, &task),
+        Ok(RunOutcome::Succeeded(task)) => task,
         // Nothing executes a --local task once this process is gone: say who continues it and how to remove it.
-        TaskOpsError::Timeout { task, state, step, after } if run.local => ClusterError::Timeout {
-            after,
-            what: format!(
-                "waiting for task {task} (still {state}{}); this process no longer executes it: the next --local task of etcd {ns}/{} or `{cmd} serve -n {ns}` takes it over, `{cmd} task delete -n {ns} {task}` removes it",
-                step.map(|s| format!(" at {s}")).unwrap_or_default(),
-                req.etcd,
-                cmd = druidctl::output::command_name(),
-            ),
+        Err(TaskOpsError::Timeout { task, state, step, after }) if run.local => {
+            return Err(ClusterError::Timeout {
+                after,
+                what: format!(
+                    "waiting for task {task} (still {state}{}); this process no longer executes it: the next --local task of etcd {ns}/{} or `{cmd} serve -n {ns}` takes it over, `{cmd} task delete -n {ns} {task}` removes it",
+                    step.map(|s| format!(" at {s}")).unwrap_or_default(),
+                    o.request.etcd,
+                    cmd = druidctl::output::command_name(),
+                ),
+            }
+            .into());
         }
-        .into(),
-        e => classified(e),
-    })?;
+        Err(e) => return Err(classified(e)),
+    };
+    let task_name = task.metadata.name.clone().unwrap_or_default();
     match format {
         OutputFormat::Table | OutputFormat::Wide => ctx.printer.text(&format!("task {task_name} Succeeded\n"))?,
         OutputFormat::Jsonl => {}
@@ -913,11 +825,10 @@ async fn finalize_without_executor(
     Ok(())
 }
 
-/// Whether a shortcut waits by default: on a terminal, unless --no-wait.
+/// A shortcut follows its task unless --no-wait, at a terminal and in a script alike: what a command does never
+/// depends on where its output goes (docs/cli.md, "Waiting").
 pub fn shortcut_waits(run: &RunArgs, no_wait: bool) -> RunArgs {
-    let mut r = run.clone();
-    r.wait = run.wait || (!no_wait && std::io::stdout().is_terminal());
-    r
+    RunArgs { wait: !no_wait, ..run.clone() }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
 
 use super::error::ClusterError;
+use super::slow_answer::{SlowAnswerLayer, SlowAnswerNotice};
 
 /// How to reach the cluster, resolved from flags and environment.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +24,8 @@ pub struct AccessOptions {
     pub request_timeout: Option<Duration>,
     /// Prefer the in-cluster service account even when a kubeconfig exists (`serve`).
     pub prefer_in_cluster: bool,
+    /// Told once when a request has had no answer for a while ([`super::slow_answer`]).
+    pub slow_answer: Option<SlowAnswerNotice>,
 }
 
 /// A connected client and what it resolved to.
@@ -150,7 +153,6 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 static PRODUCT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-static IN_FORCE: std::sync::OnceLock<(String, Duration, bool)> = std::sync::OnceLock::new();
 
 /// Names the client in the User-Agent: `druidctl` (default) or `druidctl-serve`. Set once, before connecting.
 pub fn set_product(name: &'static str) {
@@ -177,30 +179,35 @@ fn go_arch(arch: &str) -> &str {
     }
 }
 
-/// The server of the last connection, its request timeout and whether it was the default (for messages).
-pub fn in_force() -> Option<&'static (String, Duration, bool)> {
-    IN_FORCE.get()
-}
-
 /// Connects as kubectl would (see the module doc).
 pub async fn connect(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
-    connect_with(opts, Client::try_from).await
+    connect_with(opts, single_client).await
+}
+
+/// kube's own client (HTTP/1.1, through a proxy when the kubeconfig names one), with the slow-answer notice.
+fn single_client(config: Config, slow: Option<SlowAnswerLayer>) -> Result<Client, kube::Error> {
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match slow {
+        Some(layer) => builder.with_layer(&layer).build(),
+        None => builder.build(),
+    })
 }
 
 /// Resolves the configuration and builds the client with `build`.
 async fn connect_with(
     opts: &AccessOptions,
-    build: fn(Config) -> Result<Client, kube::Error>,
+    build: fn(Config, Option<SlowAnswerLayer>) -> Result<Client, kube::Error>,
 ) -> Result<Cluster, ClusterError> {
     let (config, context) = resolve_config(opts).await?;
     let namespace = config.default_namespace.clone();
     let server = config.cluster_url.to_string();
-    let _ = IN_FORCE.set((
-        server.trim_end_matches('/').to_string(),
-        opts.request_timeout.unwrap_or(DEFAULT_READ_TIMEOUT),
-        opts.request_timeout.is_none(),
-    ));
-    let client = build(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
+    super::in_force::record(super::in_force::InForce {
+        server: server.trim_end_matches('/').to_string(),
+        request_timeout: opts.request_timeout.unwrap_or(DEFAULT_READ_TIMEOUT),
+        is_default: opts.request_timeout.is_none(),
+    });
+    let slow = opts.slow_answer.clone().map(|n| SlowAnswerLayer::new(n, &server));
+    let client = build(config, slow).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
     Ok(Cluster { client, namespace, context, server })
 }
 
@@ -218,12 +225,12 @@ pub async fn connect_for_reads(opts: &AccessOptions) -> Result<Cluster, ClusterE
 /// The client of [`connect_for_reads`]: kube's stack (base URI, credentials, headers, timeouts) over a
 /// connector that offers `h2` and `http/1.1` by ALPN. A proxy in the kubeconfig keeps kube's own builder,
 /// which knows how to tunnel.
-fn multiplexed_client(config: Config) -> Result<Client, kube::Error> {
+fn multiplexed_client(config: Config, slow: Option<SlowAnswerLayer>) -> Result<Client, kube::Error> {
     use kube::client::ConfigExt;
     use tower::ServiceBuilder;
 
     if config.proxy_url.is_some() {
-        return Client::try_from(config);
+        return single_client(config, slow);
     }
     // The connector offers `h2` and `http/1.1` by ALPN itself (`enable_all_versions`).
     let tls = config.rustls_client_config()?;
@@ -242,9 +249,19 @@ fn multiplexed_client(config: Config) -> Result<Client, kube::Error> {
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
+    // A connection that stopped answering is noticed by HTTP/2 pings, as client-go does
+    // (k8s.io/apimachinery pkg/util/net/http.go `SetTransportDefaults` → `configureHTTP2Transport`: a ping after
+    // `ReadIdleTimeout` 30s without a frame read, the connection closed when it is not acknowledged within
+    // `PingTimeout` 15s); requests on it then fail at once instead of waiting for their own timeout.
     let http_client: hyper_util::client::legacy::Client<_, kube::client::Body> =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .http2_keep_alive_interval(HTTP2_READ_IDLE_TIMEOUT)
+            .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
+            .http2_keep_alive_while_idle(true)
+            .build(connector);
     let service = ServiceBuilder::new()
+        .option_layer(slow)
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
@@ -252,6 +269,11 @@ fn multiplexed_client(config: Config) -> Result<Client, kube::Error> {
         .service(http_client);
     Ok(Client::new(service, config.default_namespace))
 }
+
+/// An HTTP/2 connection with no frame read for this long is pinged (client-go's `ReadIdleTimeout`).
+pub const HTTP2_READ_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A ping not acknowledged within this closes the connection (client-go's `PingTimeout`).
+pub const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Parses kubectl's `--request-timeout`: `0` (no limit), a plain number of seconds, or a duration such as
 /// `500ms`, `30s`, `5m`, `1h`, `1m30s`.

@@ -115,8 +115,8 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 /// A transport failure as one sentence for a person: the server and why, without client-library text.
 pub fn transport(text: &str) -> ClusterError {
     let lower = text.to_lowercase();
-    let (server, timeout, default) = match super::config::in_force() {
-        Some((s, t, d)) => (s.clone(), *t, *d),
+    let (server, timeout, default) = match super::in_force::in_force() {
+        Some(f) => (f.server.clone(), f.request_timeout, f.is_default),
         None => ("the API server".to_string(), Duration::ZERO, false),
     };
     if lower.contains("timed out") || lower.contains("elapsed") || lower.contains("timeout") {

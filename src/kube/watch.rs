@@ -8,10 +8,12 @@
 //! After a dropped watch the watcher resumes from the last resourceVersion it saw (bookmarks keep it recent) and
 //! relists only when the server answers 410 Gone, as a freshly restarted API server does for any version older
 //! than its new watch cache: one relist per restart, the floor. Errors are retried with
-//! [`WatchBackoff`](crate::reconciler::controller::WatchBackoff) (100 ms doubling to 5 s, reset by the first
+//! [`WatchBackoff`] (100 ms doubling to 5 s, reset by the first
 //! event) and yielded, never ending the stream. Not kube-runtime's `default_backoff`: it grows to 30 s and
 //! resets only after two quiet minutes, so after an outage the watches would come back up to 30 s after the
 //! server.
+
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -20,8 +22,6 @@ use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
-
-use crate::reconciler::controller::WatchBackoff;
 
 /// Whether `e` says the server does not take `sendInitialEvents` (a server without streaming lists).
 pub fn streaming_refused(e: &watcher::Error) -> bool {
@@ -79,9 +79,40 @@ where
     .boxed()
 }
 
+/// Backoff of every resilient watch (the task controller's, `status --watch`'s): 100 ms doubling to 5 s, reset by any successful event. (kube's default only
+/// resets after two quiet minutes, so under a steady error rate it would keep the cache stale for 30 s.)
+#[derive(Debug, Clone, Default)]
+pub struct WatchBackoff {
+    failures: u32,
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        self.failures = self.failures.saturating_add(1);
+        Some((Duration::from_millis(100) * 2u32.saturating_pow(self.failures.min(6) - 1)).min(Duration::from_secs(5)))
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watch_backoff_doubles_to_five_seconds_and_resets() {
+        use kube::runtime::utils::Backoff;
+        let mut b = WatchBackoff::default();
+        let d: Vec<u128> = (0..8).map(|_| b.next().unwrap().as_millis()).collect();
+        assert_eq!(d, [100, 200, 400, 800, 1600, 3200, 3200, 3200].map(|v: u128| v.min(5000)));
+        b.reset();
+        assert_eq!(b.next(), Some(Duration::from_millis(100)));
+    }
 
     fn status(code: u16) -> Box<kube::core::Status> {
         Box::new(kube::core::Status { code, message: "x".into(), ..Default::default() })

@@ -99,6 +99,7 @@ impl MachineClusterRef {
             namespace: None,
             request_timeout,
             prefer_in_cluster: false,
+            slow_answer: None,
         })
         .await?;
         let name = match (&cluster.context, &self.kubeconfig) {

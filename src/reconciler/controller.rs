@@ -27,27 +27,6 @@ use super::lease::{Acquire, LeaseLock};
 use super::{Next, Reconciler};
 use crate::api::{EtcdOperatorTask, TaskState};
 
-/// Backoff of the task watch: 100 ms doubling to 5 s, reset by any successful event. (kube's default only
-/// resets after two quiet minutes, so under a steady error rate it would keep the cache stale for 30 s.)
-#[derive(Debug, Clone, Default)]
-pub struct WatchBackoff {
-    failures: u32,
-}
-
-impl Iterator for WatchBackoff {
-    type Item = Duration;
-    fn next(&mut self) -> Option<Duration> {
-        self.failures = self.failures.saturating_add(1);
-        Some((Duration::from_millis(100) * 2u32.saturating_pow(self.failures.min(6) - 1)).min(Duration::from_secs(5)))
-    }
-}
-
-impl kube::runtime::utils::Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.failures = 0;
-    }
-}
-
 /// An API-server outage, logged once when it starts (WARN) and once when it ends (INFO); the attempts in
 /// between are DEBUG, so a down API server does not flood the log while the callers back off. One per process
 /// ([`API_OUTAGE`]): the watch, leader election and lease renewals all see the same outage, and it is logged
@@ -711,16 +690,6 @@ mod tests {
         ix.rebuild([task("y", "e2", None), task("z", "e2", Some(TaskState::Failed))].iter());
         assert_eq!(sorted(ix.mates(&task("x", "e2", None))), ["y"]);
         assert!(ix.mates(&task("c", "e1", None)).is_empty());
-    }
-
-    #[test]
-    fn watch_backoff_doubles_to_five_seconds_and_resets() {
-        use kube::runtime::utils::Backoff;
-        let mut b = WatchBackoff::default();
-        let d: Vec<u128> = (0..8).map(|_| b.next().unwrap().as_millis()).collect();
-        assert_eq!(d, [100, 200, 400, 800, 1600, 3200, 3200, 3200].map(|v: u128| v.min(5000)));
-        b.reset();
-        assert_eq!(b.next(), Some(Duration::from_millis(100)));
     }
 
     #[test]

@@ -554,17 +554,8 @@ pub async fn run(
         .kind()
         .parse(o.config.as_deref())
         .map_err(|e| RunbookError::Rejected(format!("invalid config for {}: {e}", rb.task_type)))?;
-    if rb.id == super::RunbookId::MemberRestore {
-        let member = plan.config_json()["member"].as_str().unwrap_or_default().to_string();
-        if !crate::tasks::member_restore::is_member_of(&etcd, &member) {
-            return Err(RunbookError::Rejected(format!(
-                "{member:?} is not a member of etcd {} (members are {}-0 … {}-{})",
-                o.etcd,
-                o.etcd,
-                o.etcd,
-                etcd.spec.replicas - 1
-            )));
-        }
+    if let Some(member) = plan.named_member().filter(|m| !crate::tasks::member_restore::is_member_of(&etcd, m)) {
+        return Err(crate::tasks::member_not_found(&etcd, member).into());
     }
     let steps = plan.steps(&etcd);
     let names: Vec<String> = steps.iter().map(|s| s.name()).collect();

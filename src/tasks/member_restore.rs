@@ -107,6 +107,9 @@ impl TaskPlan for MemberRestorePlan {
     fn config_json(&self) -> Value {
         json!({"member": self.member})
     }
+    fn named_member(&self) -> Option<&str> {
+        Some(&self.member)
+    }
 }
 
 /// Whether `member` names a member of `etcd` (`E-<i>` with `i < spec.replicas`).

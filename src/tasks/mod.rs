@@ -56,6 +56,27 @@ pub trait TaskPlan: Send + Sync {
     fn steps(&self, etcd: &Etcd) -> Vec<Box<dyn Step>>;
     /// The normalized config, for `task describe`.
     fn config_json(&self) -> serde_json::Value;
+    /// The member of the Etcd this task names, if it names one: a name that is no member of the Etcd is not
+    /// found (exit 6), like any other named resource, before any precondition is looked at.
+    fn named_member(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// `NotFound` for `member`, which is no member of `etcd` (its members are `E-0` … `E-<replicas-1>`).
+pub fn member_not_found(etcd: &Etcd, member: &str) -> crate::kube::ClusterError {
+    let name = etcd.metadata.name.clone().unwrap_or_default();
+    let members = match etcd.spec.replicas {
+        n if n <= 0 => format!("etcd {name} has no members (replicas 0)"),
+        1 => format!("the member of etcd {name} is {name}-0"),
+        n => format!("the members of etcd {name} are {name}-0 … {name}-{}", n - 1),
+    };
+    crate::kube::ClusterError::NotFound {
+        kind: "member".into(),
+        name: member.to_string(),
+        namespace: etcd.metadata.namespace.clone().unwrap_or_default(),
+        hint: Some(members),
+    }
 }
 
 /// Errors of looking up a task type.

@@ -61,6 +61,9 @@ pub enum TaskOpsError {
         /// How long it waited.
         after: Duration,
     },
+    /// An older task of the same Etcd that nothing executes would block this one forever; nothing was created.
+    #[error("{0}")]
+    Blocked(String),
     /// `--wait` without an executor.
     #[error(
         "no executor is running for namespace {namespace:?} (no `druidctl serve` holds lease {SERVE_LEASE}); pass --local to execute the task in this process"
@@ -108,6 +111,9 @@ pub async fn precheck(client: &Client, registry: &Registry, req: &TaskRequest) -
     let plan = registry.plan(&req.type_, req.config.as_deref())?;
     let etcds: Api<Etcd> = Api::namespaced(client.clone(), &req.namespace);
     let etcd = etcds.get(&req.etcd).await.map_err(|e| kube_err(e, "etcd", &req.etcd, &req.namespace))?;
+    if let Some(member) = plan.named_member().filter(|m| !crate::tasks::member_restore::is_member_of(&etcd, m)) {
+        return Err(crate::tasks::member_not_found(&etcd, member).into());
+    }
     let tasks: Api<EtcdOperatorTask> = Api::namespaced(client.clone(), &req.namespace);
     let others = tasks
         .list(&ListParams::default())

@@ -141,6 +141,7 @@ async fn install_crds(ext: &ExternalServer) {
         namespace: None,
         request_timeout: None,
         prefer_in_cluster: false,
+        slow_answer: None,
     };
     let client = druidctl::kube::connect(&opts).await.expect("connect to the external API server").client;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());

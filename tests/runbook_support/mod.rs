@@ -15,6 +15,7 @@ use druidctl::tasks::sidecar::{self, Target};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::Api;
 use kube::api::ListParams;
+use landscape::backup::ObjectStore;
 use landscape::playground::BreakTarget;
 use landscape::{BreakKind, Playground};
 
@@ -24,25 +25,63 @@ pub async fn playground(dir: &std::path::Path, members: i32) -> E2e {
     E2e::start_in(dir, members, |o| o.delta_snapshot_period = "1h".into()).await
 }
 
-/// Takes a full snapshot through the leader's sidecar (service proxy, or directly where the server cannot proxy).
-pub async fn full_snapshot(pg: &Playground, ns: &str) {
+/// Takes a full snapshot through the leader's sidecar (service proxy, or directly where the server cannot proxy);
+/// returns the sidecar's answer (`snapName`, `lastRevision`, …).
+pub async fn full_snapshot(pg: &Playground, ns: &str) -> serde_json::Value {
     let etcd = Api::<Etcd>::namespaced(pg.client(), ns).get(pg.etcd_name()).await.unwrap();
-    sidecar::post(&pg.client(), &etcd, &Target::Leader, "/snapshot/full").await.expect("full snapshot");
+    sidecar::post(&pg.client(), &etcd, &Target::Leader, "/snapshot/full").await.expect("full snapshot")
 }
 
-/// Writes `before` keys, snapshots, writes `after` keys, destroys a majority and waits for QuorumLost.
-pub async fn lose_quorum_after_snapshot(pg: &Playground, before: usize, after: usize) -> String {
+/// The object store of the Etcd in `ns` (the landscape keeps it under the state dir, by `spec.backup.store.prefix`).
+pub async fn object_store(pg: &E2e, ns: &str) -> ObjectStore {
+    let etcd = Api::<Etcd>::namespaced(pg.client(), ns).get(pg.etcd_name()).await.unwrap();
+    let prefix = etcd.spec.backup.store.as_ref().expect("backups configured").prefix.replace('/', "_");
+    ObjectStore::new(pg.state_dir().join("backups").join(ns).join(prefix))
+}
+
+/// Writes `before` keys, takes a full snapshot, writes `after` keys, destroys a majority and waits for
+/// QuorumLost; returns the namespace. The backups end exactly at that full snapshot, so a recovery must bring
+/// back every `/before/` key and none of the `/after/` ones:
+/// - from the full snapshot until quorum is lost, snapshots fail (the playground fault `backup-failing`): no
+///   scheduled delta (a leading sidecar takes its first one a tick after its first full snapshot, however long
+///   the delta period) and no first snapshot of a newly elected leader can carry the later keys into the
+///   backups. Once quorum is lost no sidecar leads, so nothing snapshots until the recovery restores; the fault
+///   is lifted then, so the recovery reads and writes the store as usual;
+/// - the store is read once quorum is lost: its newest snapshot must be that full snapshot, covering every
+///   earlier key and none of the later ones (checked here, so a recovery test never passes or fails for a
+///   reason it did not look at).
+pub async fn lose_quorum_after_snapshot(pg: &E2e, before: usize, after: usize) -> String {
     let ns = pg.namespaces()[0].clone();
     let c = pg.etcd_client(&ns, 0).unwrap();
+    let mut last_before = 0;
     for i in 0..before {
-        c.put(format!("/before/{i:03}"), "kept").await.unwrap();
+        last_before = c.put(format!("/before/{i:03}"), "kept").await.unwrap();
     }
-    full_snapshot(pg, &ns).await;
+    let taken = full_snapshot(pg, &ns).await;
+    let landscape = pg.landscape(&ns).expect("the playground runs this namespace");
+    landscape.set_backup_failing(&ns, pg.etcd_name(), true);
+    let mut first_after = None;
     for i in 0..after {
-        c.put(format!("/after/{i:03}"), "lost").await.unwrap();
+        let rev = c.put(format!("/after/{i:03}"), "lost").await.unwrap();
+        first_after.get_or_insert(rev);
     }
     pg.break_(BreakKind::QuorumLost, &BreakTarget::default()).await.unwrap();
     pg.wait_ready_reason(&ns, "QuorumLost", Duration::from_secs(30)).await.unwrap();
+    landscape.set_backup_failing(&ns, pg.etcd_name(), false);
+
+    let store = object_store(pg, &ns).await;
+    let listing = store.list().iter().map(|s| s.snap_name.clone()).collect::<Vec<_>>();
+    let newest = store.list().pop().expect("a snapshot in the store");
+    assert_eq!(
+        Some(newest.snap_name.as_str()),
+        taken["snapName"].as_str(),
+        "the full snapshot taken before the later keys is the newest backup: {listing:?}"
+    );
+    assert!(
+        newest.last_revision >= last_before && first_after.is_none_or(|a| newest.last_revision < a),
+        "the newest backup ends at revision {} (keys before it up to {last_before}, later keys from {first_after:?}): {listing:?}",
+        newest.last_revision
+    );
     ns
 }
 

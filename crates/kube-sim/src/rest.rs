@@ -569,7 +569,12 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
         ("", "pods") => {
             // ValidatePodUpdate (pkg/apis/core/validation/validation.go): only images, activeDeadlineSeconds,
             // tolerations and terminationGracePeriodSeconds may change. The real message ends with a diff of
-            // the internal PodSpec, which is not reproduced.
+            // the internal PodSpec, which is not reproduced. A different number of containers is said first, on
+            // `spec.containers`, and alone.
+            let count = |o: &Value| o.pointer("/spec/containers").and_then(|c| c.as_array()).map_or(0, Vec::len);
+            if count(cur) != count(new) {
+                return forbid("spec.containers", "pod updates may not add or remove containers");
+            }
             let strip = |o: &Value| {
                 let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
                 if let Some(m) = spec.as_object_mut() {
@@ -1363,6 +1368,13 @@ fn kind_mismatch(ctx: &Ctx, obj: &Value, kind: &str) -> ApiError {
 
 /// Updates an object through a mutation (PUT / PATCH / apply), on the main resource or `status`.
 pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(Value, bool), ApiError> {
+    // The update handler decodes the body first (`handlers/update.go`): a MicroTime or base64 value that does not
+    // decode is 400 BadRequest, before the name, the resourceVersion or anything in the store is looked at.
+    if let Mutation::Replace(body) = &m
+        && !ctx.rt.crd
+    {
+        super::corevalidation::decode_errors(&ctx.rt.group, &ctx.rt.plural, &ctx.rt.kind, &ctx.version, body)?;
+    }
     // The update handler compares the body's name with the URL before it reads the store
     // (`checkName` in `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/update.go` / `rest.go`).
     if let Mutation::Replace(body) = &m
@@ -2071,6 +2083,15 @@ pub async fn handle_resource(
             e.details = Some(json!({}));
             return error_response(&e);
         }
+        // Custom resources have no strategic merge patch: refused before the object is read, so also for one
+        // that does not exist.
+        if rt.crd && ctype == "application/strategic-merge-patch+json" {
+            return error_response(&ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            ));
+        }
     }
     let ctx = Ctx {
         server,
@@ -2286,7 +2307,9 @@ pub async fn handle_resource(
         Ok((code, v)) => match form {
             Form::Table if verb == "get" || verb == "list" => {
                 let include = q.get("includeObject").cloned().unwrap_or_default();
-                json_response(code, &super::table::to_table(&rt, &v, verb == "list", &include))
+                let mut table = super::table::to_table(&rt, &v, verb == "list", &include);
+                table["apiVersion"] = super::table::table_api_version(&accept).into();
+                json_response(code, &table)
             }
             Form::Metadata if verb == "get" => json_response(code, &partial_metadata(&v)),
             Form::Metadata if verb == "list" => {

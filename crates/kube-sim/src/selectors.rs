@@ -23,90 +23,25 @@ pub enum LabelReq {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelSelector(pub Vec<LabelReq>);
 
-fn split_top(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut cur = String::new();
-    for c in s.chars() {
-        match c {
-            '(' => {
-                depth += 1;
-                cur.push(c)
-            }
-            ')' => {
-                depth -= 1;
-                cur.push(c)
-            }
-            ',' if depth == 0 => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
-}
-
-fn valid_key(k: &str) -> bool {
-    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-}
-
-fn parse_set(s: &str) -> Option<Vec<String>> {
-    let s = s.trim();
-    let inner = s.strip_prefix('(')?.strip_suffix(')')?;
-    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
-}
-
 impl LabelSelector {
-    /// Parses the `labelSelector` query string.
+    /// Parses the `labelSelector` query string as kube-apiserver does (apimachinery `labels.Parse`, through the
+    /// `label-selector` crate); the error is the server's message.
     pub fn parse(s: &str) -> Result<Self, String> {
-        let mut reqs = Vec::new();
-        for part in split_top(s) {
-            // A set that is not closed ends the lexer's input where a value was expected
-            // (apimachinery pkg/labels/selector.go `parseValues`).
-            let open_set = part.contains('(') && !part.contains(')');
-            let err = || {
-                if open_set {
-                    "unable to parse requirement: found '', expected: ',', ')' or identifier".to_string()
-                } else {
-                    format!("unable to parse requirement: found '{part}', expected: valid label selector")
-                }
-            };
-            if let Some(k) = part.strip_prefix('!') {
-                let k = k.trim();
-                if !valid_key(k) {
-                    return Err(err());
-                }
-                reqs.push(LabelReq::NotExists(k.into()));
-            } else if let Some((k, v)) = part.split_once("!=") {
-                reqs.push(LabelReq::NotIn(k.trim().into(), vec![v.trim().into()]));
-            } else if let Some((k, v)) = part.split_once("==") {
-                reqs.push(LabelReq::In(k.trim().into(), vec![v.trim().into()]));
-            } else if let Some((k, v)) = part.split_once('=') {
-                reqs.push(LabelReq::In(k.trim().into(), vec![v.trim().into()]));
-            } else if let Some(idx) = part.find(" notin ") {
-                let set = parse_set(&part[idx + 7..]).ok_or_else(err)?;
-                reqs.push(LabelReq::NotIn(part[..idx].trim().into(), set));
-            } else if let Some(idx) = part.find(" in ") {
-                let set = parse_set(&part[idx + 4..]).ok_or_else(err)?;
-                reqs.push(LabelReq::In(part[..idx].trim().into(), set));
-            } else if let Some((k, v)) = part.split_once('>') {
-                reqs.push(LabelReq::Gt(k.trim().into(), v.trim().parse().map_err(|_| err())?));
-            } else if let Some((k, v)) = part.split_once('<') {
-                reqs.push(LabelReq::Lt(k.trim().into(), v.trim().parse().map_err(|_| err())?));
-            } else {
-                if !valid_key(&part) {
-                    return Err(err());
-                }
-                reqs.push(LabelReq::Exists(part.clone()));
-            }
-            let key = match reqs.last().unwrap() {
-                LabelReq::In(k, _) | LabelReq::NotIn(k, _) | LabelReq::Exists(k) | LabelReq::NotExists(k) => k,
-                LabelReq::Gt(k, _) | LabelReq::Lt(k, _) => k,
-            };
-            if !valid_key(key) {
-                return Err(err());
-            }
-        }
-        Ok(LabelSelector(reqs))
+        use label_selector::Operator as Op;
+        let reqs = label_selector::parse(s).map_err(|e| e.to_string())?;
+        Ok(LabelSelector(
+            reqs.into_iter()
+                .map(|r| match r.operator {
+                    Op::Equals | Op::DoubleEquals | Op::In => LabelReq::In(r.key, r.values),
+                    Op::NotEquals | Op::NotIn => LabelReq::NotIn(r.key, r.values),
+                    Op::Exists => LabelReq::Exists(r.key),
+                    Op::DoesNotExist => LabelReq::NotExists(r.key),
+                    // The parser checked that the one value is an integer.
+                    Op::GreaterThan => LabelReq::Gt(r.key, r.values[0].parse().unwrap_or(i64::MAX)),
+                    Op::LessThan => LabelReq::Lt(r.key, r.values[0].parse().unwrap_or(i64::MIN)),
+                })
+                .collect(),
+        ))
     }
 
     /// Builds a selector from a `metav1.LabelSelector` JSON object (matchLabels + matchExpressions).

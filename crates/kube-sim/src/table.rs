@@ -634,6 +634,19 @@ fn list_meta(v: &Value) -> Value {
     m
 }
 
+/// The Table version the client asked for: that of the first `as=Table` media range of `Accept` (`v1beta1` is
+/// still served next to `v1`: apiserver `pkg/endpoints/handlers/responsewriters` negotiates either, in the
+/// client's order).
+pub fn table_api_version(accept: &str) -> &'static str {
+    for range in accept.split(',') {
+        let params: Vec<&str> = range.split(';').map(str::trim).collect();
+        if params.contains(&"as=Table") {
+            return if params.contains(&"v=v1beta1") { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" };
+        }
+    }
+    "meta.k8s.io/v1"
+}
+
 /// Converts an object or a list into a `meta.k8s.io/v1` Table.
 pub fn to_table(rt: &ResourceType, v: &Value, is_list: bool, include: &str) -> Value {
     if !rt.crd

@@ -579,6 +579,12 @@ impl Playground {
     /// Injects a failure; returns a sentence saying what was done.
     pub async fn break_(&self, kind: BreakKind, target: &BreakTarget) -> Result<String, LandscapeError> {
         let ns = target.namespace.clone().unwrap_or_else(|| self.namespaces[0].clone());
+        if !self.namespaces.contains(&ns) {
+            return Err(LandscapeError::NotFound(format!(
+                "namespace {ns:?} is not part of the playground (its namespaces: {})",
+                self.namespaces.join(", ")
+            )));
+        }
         let n = self.opts.members.max(1) as u32;
         let members = |default: Vec<u32>| if target.members.is_empty() { default } else { target.members.clone() };
         let runtime = |i: u32| {
