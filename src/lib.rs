@@ -2,7 +2,7 @@
 //!
 //! The binary (`src/main.rs`, `src/cmd/`) is a thin layer over this library:
 //! typed APIs (`api`), cluster access (`kube`), the health model (`health`),
-//! output (`output`), the task registry (`tasks`), the reconciler (`reconciler`),
+//! member logs (`logs`), incident bundles (`report`), output (`output`), the task registry (`tasks`), the reconciler (`reconciler`),
 //! the runbook engine (`runbook`), certificates (`certs`) and machines (`machines`).
 //!
 //! The typed resources live in the `druid-api` crate, re-exported as [`api`]. The embedded API server
@@ -13,8 +13,10 @@ pub use druid_api as api;
 pub mod certs;
 pub mod health;
 pub mod kube;
+pub mod logs;
 pub mod machines;
 pub mod output;
 pub mod reconciler;
+pub mod report;
 pub mod runbook;
 pub mod tasks;

@@ -10,12 +10,15 @@ pub mod exit;
 pub mod generate;
 pub mod install;
 pub mod list_resources;
+pub mod logs;
 pub mod machine;
 pub mod maintenance;
 pub mod playground;
+pub mod playground_state;
 pub mod protection;
 pub mod reconcile;
 pub mod renew;
+pub mod report;
 pub mod resume_reconcile;
 pub mod runbook;
 pub mod serve;
@@ -129,6 +132,10 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Every resource etcd-druid manages for an Etcd, grouped by kind.
     ListResources(list_resources::ListResourcesArgs),
+    /// The logs of an Etcd's members (etcd and backup-restore) in one stream, ordered by time; -f follows.
+    Logs(logs::LogsArgs),
+    /// One redacted .tar.gz about an Etcd for an incident: objects, events, status, logs, and an index.md.
+    Report(report::ReportArgs),
     /// Ask etcd-druid to reconcile an Etcd now; --wait until it did.
     Reconcile(reconcile::ReconcileArgs),
     /// Stop etcd-druid from reconciling an Etcd's spec (status is still updated).
@@ -348,6 +355,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             // Ctrl-C is how a watch ends: nothing to say then.
             let on_ctrl_c = match &other {
                 Command::Status(a) if a.watch => Interrupted::Silent,
+                Command::Logs(a) if a.follow => Interrupted::Silent,
                 Command::Task(task::TaskArgs { action: task::TaskAction::Watch(_) }) => Interrupted::Silent,
                 _ => Interrupted::Plain,
             };
@@ -359,6 +367,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                     match other {
                         Command::Status(a) => status::exec(&mut ctx, a).await,
                         Command::ListResources(a) => list_resources::exec(&mut ctx, a).await,
+                        Command::Logs(a) => logs::exec(&mut ctx, a).await,
+                        Command::Report(a) => report::exec(&mut ctx, a).await,
                         Command::Reconcile(a) => reconcile::exec(&mut ctx, a).await,
                         Command::SuspendReconcile(a) => suspend_reconcile::exec(&mut ctx, a).await,
                         Command::ResumeReconcile(a) => resume_reconcile::exec(&mut ctx, a).await,
