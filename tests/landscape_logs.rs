@@ -84,6 +84,16 @@ impl Drop for Streaming {
     }
 }
 
+/// Lines of `druidctl logs` output (`MEMBER CONTAINER │ TIME LEVEL …`) whose time is after `t`.
+fn lines_after(out: &str, t: jiff::Timestamp) -> usize {
+    out.lines()
+        .filter_map(|l| {
+            l.split_once("│ ").and_then(|(_, rest)| rest.split(' ').next()?.parse::<jiff::Timestamp>().ok())
+        })
+        .filter(|lt| *lt > t)
+        .count()
+}
+
 fn jsonl(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
 }
@@ -239,15 +249,15 @@ async fn druidctl_logs_interleaves_three_members_and_follows_a_member_through_lo
     let follow = Streaming::spawn(cmd);
     follow.wait_for("the log so far", Duration::from_secs(10), |o, _| o.lines().count() > 3);
     let target = BreakTarget { members: vec![2], ..Default::default() };
+    let broken_at = jiff::Timestamp::now();
     pg.break_(BreakKind::MemberLost, &target).await.unwrap();
     follow.wait_for("a notice of the restart", Duration::from_secs(30), |_, e| e.contains("container restarted"));
-    let at_restart = follow.out().lines().count();
-    follow.wait_for("lines of the new run", Duration::from_secs(30), |o, _| o.lines().count() > at_restart);
+    follow.wait_for("lines of the new run", Duration::from_secs(30), |o, _| lines_after(o, broken_at) > 0);
     pg.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let deleted_at = jiff::Timestamp::now();
     Api::<Pod>::namespaced(pg.client(), &ns).delete("etcd-main-2", &Default::default()).await.unwrap();
     follow.wait_for("a notice of the new pod", Duration::from_secs(30), |_, e| e.contains("pod recreated"));
-    let at_recreate = follow.out().lines().count();
-    follow.wait_for("lines of the new pod", Duration::from_secs(30), |o, _| o.lines().count() > at_recreate);
+    follow.wait_for("lines of the new pod", Duration::from_secs(30), |o, _| lines_after(o, deleted_at) > 0);
     // Ctrl-C ends it silently with 130.
     unsafe { libc::kill(follow.child.id() as i32, libc::SIGINT) };
     let mut follow = follow;
@@ -359,7 +369,9 @@ async fn report_of_a_healthy_and_a_broken_etcd_and_with_least_privilege() {
         assert!(files.contains_key(f), "{f} missing; index:\n{index}");
     }
     assert!(files.keys().any(|k| k.starts_with("secrets/")), "{index}");
-    assert!(files.keys().any(|k| k.starts_with("resources/persistentvolume/")), "{index}");
+    // The PersistentVolume of each PVC: collected, or named as skipped with the reason.
+    let pvs = files.keys().filter(|k| k.starts_with("resources/persistentvolume/")).count();
+    assert_eq!(pvs + index.matches("| PersistentVolume ").count(), 3, "{index}");
     assert!(!String::from_utf8_lossy(&files["etcd.yaml"]).contains("managedFields"));
     assert_no_secrets(&pg, &ns, &files).await;
 
