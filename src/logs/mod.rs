@@ -302,7 +302,7 @@ pub fn merge(streams: Vec<Vec<Entry>>) -> Vec<Entry> {
             all.push((t, s, i, e));
         }
     }
-    all.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    all.sort_by_key(|a| (a.0, a.1, a.2));
     all.into_iter().map(|(_, _, _, e)| e).collect()
 }
 
@@ -410,20 +410,15 @@ async fn follow_one(
             Ok(stream) => {
                 said_unreadable = None;
                 let mut lines = Box::pin(stream.lines());
-                loop {
-                    match lines.try_next().await {
-                        Ok(Some(l)) => {
-                            let e = Entry::from_line(member, container, &l);
-                            // `sinceTime` includes the last line seen: it is not sent twice.
-                            if last.is_some_and(|t| e.time.is_some_and(|et| et <= t)) {
-                                continue;
-                            }
-                            last = e.time.or(last);
-                            if tx.send(FollowEvent::Line(e)).await.is_err() {
-                                return Ok(());
-                            }
-                        }
-                        Ok(None) | Err(_) => break,
+                while let Ok(Some(l)) = lines.try_next().await {
+                    let e = Entry::from_line(member, container, &l);
+                    // `sinceTime` includes the last line seen: it is not sent twice.
+                    if last.is_some_and(|t| e.time.is_some_and(|et| et <= t)) {
+                        continue;
+                    }
+                    last = e.time.or(last);
+                    if tx.send(FollowEvent::Line(e)).await.is_err() {
+                        return Ok(());
                     }
                 }
             }
