@@ -2,9 +2,9 @@
 //!
 //! The binary (`src/main.rs`, `src/cmd/`) is a thin layer over this library:
 //! typed APIs (`api`), cluster access (`kube`), etcd's own view of its members (`etcd`), the health model (`health`),
-//! output (`output`), the task registry (`tasks`), the reconciler (`reconciler`),
-//! the runbook engine (`runbook`), running one task from the CLI (`taskrun`), certificates (`certs`) and
-//! machines (`machines`).
+//! member logs (`logs`), incident bundles (`report`), output (`output`), the task registry (`tasks`), the
+//! reconciler (`reconciler`), the runbook engine (`runbook`), running one task from the CLI (`taskrun`),
+//! certificates (`certs`) and machines (`machines`).
 //!
 //! The typed resources live in the `druid-api` crate, re-exported as [`api`]. The embedded API server
 //! (`kube-sim`) and the simulated landscape (`landscape`) are separate crates: only the `playground` and
@@ -15,9 +15,11 @@ pub mod certs;
 pub mod etcd;
 pub mod health;
 pub mod kube;
+pub mod logs;
 pub mod machines;
 pub mod output;
 pub mod reconciler;
+pub mod report;
 pub mod runbook;
 pub mod taskrun;
 pub mod tasks;

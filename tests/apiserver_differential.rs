@@ -1101,6 +1101,63 @@ fn special_scenarios(ns_for: &mut dyn FnMut(&str) -> String) -> Vec<Scenario> {
         ],
     });
 
+    // Pod logs: what kube-apiserver answers itself before it reaches a kubelet (options, their validation, the
+    // container, the node) and RBAC on pods/log.
+    let ns = ns_for("podlogs");
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    let log_pod = |name: &str, node: Option<&str>, containers: &[&str]| {
+        let cs: Vec<Value> = containers.iter().map(|c| json!({"name": c, "image": "busybox:1.36"})).collect();
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": cs}});
+        if let Some(n) = node {
+            p["spec"]["nodeName"] = json!(n);
+        }
+        p
+    };
+    out.push(Scenario {
+        name: "pod logs".into(),
+        ns: ns.clone(),
+        steps: vec![
+            req(
+                "log: create two-container pod",
+                Method::POST,
+                &pods,
+                Some(log_pod("two", None, &["etcd", "backup-restore"])),
+                JSON,
+            ),
+            req("log: create one-container pod", Method::POST, &pods, Some(log_pod("one", None, &["etcd"])), JSON),
+            req(
+                "log: create pod on a node that does not exist",
+                Method::POST,
+                &pods,
+                Some(log_pod("sched", Some("diff-no-such-node"), &["etcd"])),
+                JSON,
+            ),
+            get("log: container required with several", format!("{pods}/two/log")),
+            get("log: unknown container", format!("{pods}/two/log?container=nope")),
+            get("log: unscheduled pod", format!("{pods}/one/log")),
+            get("log: tailLines not a number", format!("{pods}/one/log?tailLines=abc")),
+            get("log: tailLines out of range", format!("{pods}/one/log?tailLines=99999999999999999999")),
+            get("log: negative tailLines", format!("{pods}/one/log?tailLines=-1")),
+            get("log: limitBytes 0", format!("{pods}/one/log?limitBytes=0")),
+            get("log: sinceSeconds 0", format!("{pods}/one/log?sinceSeconds=0")),
+            get(
+                "log: sinceSeconds and sinceTime",
+                format!("{pods}/one/log?sinceSeconds=1&sinceTime=2024-01-01T00:00:00Z"),
+            ),
+            get(
+                "log: several invalid options",
+                format!("{pods}/one/log?tailLines=-2&limitBytes=0&sinceSeconds=1&sinceTime=2024-01-01T00:00:00Z"),
+            ),
+            get("log: sinceTime not a time", format!("{pods}/one/log?sinceTime=bad")),
+            get("log: sinceTime without time of day", format!("{pods}/one/log?sinceTime=2024-01-01")),
+            get("log: stream while the gate is off", format!("{pods}/one/log?stream=Stdout")),
+            get("log: follow with a value that is no bool", format!("{pods}/one/log?follow=maybe&timestamps=1")),
+            get("log: missing pod", format!("{pods}/nope/log?container=etcd")),
+            get("log: node does not exist", format!("{pods}/sched/log")),
+            get("log: user without pods/log", format!("{pods}/one/log")).who(Who::Limited),
+        ],
+    });
+
     // PVC protection, Lease and Event validation, Jobs.
     let ns = ns_for("validation");
     let pvcs = format!("/api/v1/namespaces/{ns}/persistentvolumeclaims");

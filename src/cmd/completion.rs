@@ -316,7 +316,7 @@ pub fn members(current: &OsStr) -> Vec<CompletionCandidate> {
 /// namespace of `--in` (default: the first), read through the playground's kubeconfig (`--dir`).
 pub fn playground_member_ordinals(current: &OsStr) -> Vec<CompletionCandidate> {
     let current = current.to_string_lossy().to_string();
-    let dir = super::playground::state_dir(typed_value("dir").map(Into::into), true);
+    let dir = super::playground_state::state_dir(typed_value("dir").map(Into::into), true);
     let in_ns = typed_value("in_namespace");
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Vec::new() };
     rt.block_on(async {
@@ -408,7 +408,7 @@ pub fn contexts(current: &OsStr) -> Vec<CompletionCandidate> {
 /// Completes `playground break` kinds.
 pub fn break_kinds(current: &OsStr) -> Vec<CompletionCandidate> {
     let current = current.to_string_lossy().to_string();
-    super::playground::break_kind_names()
+    super::playground_state::break_kind_names()
         .into_iter()
         .filter(|n| n.starts_with(&current))
         .map(CompletionCandidate::new)

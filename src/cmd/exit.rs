@@ -115,6 +115,16 @@ pub fn classify(err: &anyhow::Error) -> ExitCode {
         if let Some(e) = cause.downcast_ref::<ClusterError>() {
             return from_cluster(e);
         }
+        if let Some(druidctl::report::ReportError::Etcd(c)) = cause.downcast_ref::<druidctl::report::ReportError>() {
+            return from_cluster(c);
+        }
+        if let Some(e) = cause.downcast_ref::<druidctl::logs::LogsError>() {
+            return match e {
+                druidctl::logs::LogsError::Forbidden { .. } => ExitCode::Forbidden,
+                druidctl::logs::LogsError::UnknownMember { .. } => ExitCode::NotFound,
+                druidctl::logs::LogsError::Cluster(c) => from_cluster(c),
+            };
+        }
         if let Some(e) = cause.downcast_ref::<AnnotateError>() {
             return match e {
                 AnnotateError::Cluster(c) => from_cluster(c),

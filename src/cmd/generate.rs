@@ -160,6 +160,23 @@ fn examples(path: &[String], subs: &[&clap::Command]) -> Vec<(String, String)> {
         }
         ["suspend-reconcile"] | ["resume-reconcile"] => vec![e("By name or NAMESPACE/NAME:", "shoot--dev/etcd-main")],
         ["list-resources"] => vec![e("Everything etcd-druid manages for an Etcd:", "-n shoot--dev etcd-main")],
+        ["logs"] => vec![
+            e("Every member's etcd and backup-restore, interleaved by time:", "-n shoot--dev etcd-main"),
+            e(
+                "Follow one member's etcd warnings and errors:",
+                "-n shoot--dev etcd-main etcd-main-1 -c etcd --level warn -f",
+            ),
+            e("The last hour as JSON lines for a script:", "-n shoot--dev etcd-main --since 1h -o jsonl"),
+            e("What a restarted member said before its restart:", "-n shoot--dev etcd-main etcd-main-2 --previous"),
+        ],
+        ["report"] => vec![
+            e("A redacted bundle for the ticket (logs of the last 24 h):", "-n shoot--dev etcd-main"),
+            e("What would be collected, without writing anything:", "-n shoot--dev etcd-main --dry-run"),
+            e(
+                "Objects only, with etcd-druid's own Deployment and logs, to a chosen file:",
+                "-n shoot--dev etcd-main --logs=false --druid-namespace garden -f evidence.tar.gz",
+            ),
+        ],
         ["protection", "enable"] | ["protection", "disable"] => {
             vec![e("Every Etcd matching a selector:", "-n shoot--dev -l role=main")]
         }

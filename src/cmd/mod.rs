@@ -12,13 +12,16 @@ pub mod exit;
 pub mod generate;
 pub mod install;
 pub mod list_resources;
+pub mod logs;
 pub mod machine;
 pub mod maintenance;
 pub mod move_leader;
 pub mod playground;
+pub mod playground_state;
 pub mod protection;
 pub mod reconcile;
 pub mod renew;
+pub mod report;
 pub mod resume_reconcile;
 pub mod runbook;
 pub mod serve;
@@ -138,6 +141,10 @@ pub enum Command {
     Alarm(alarm::AlarmArgs),
     /// Hand etcd's leadership to another ready, voting member.
     MoveLeader(move_leader::MoveLeaderArgs),
+    /// The logs of an Etcd's members (etcd and backup-restore) in one stream, ordered by time; -f follows.
+    Logs(logs::LogsArgs),
+    /// One redacted .tar.gz about an Etcd for an incident: objects, events, status, logs, and an index.md.
+    Report(report::ReportArgs),
     /// Ask etcd-druid to reconcile an Etcd now; --wait until it did.
     Reconcile(reconcile::ReconcileArgs),
     /// Stop etcd-druid from reconciling an Etcd's spec (status is still updated).
@@ -361,6 +368,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             // Ctrl-C is how a watch ends: nothing to say then.
             let on_ctrl_c = match &other {
                 Command::Status(a) if a.watch => Interrupted::Silent,
+                Command::Logs(a) if a.follow => Interrupted::Silent,
                 Command::Task(task::TaskArgs { action: task::TaskAction::Watch(_) }) => Interrupted::Silent,
                 _ => Interrupted::Plain,
             };
@@ -375,6 +383,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         Command::Check(a) => check::exec(&mut ctx, a).await,
                         Command::Alarm(a) => alarm::exec(&mut ctx, a).await,
                         Command::MoveLeader(a) => move_leader::exec(&mut ctx, a).await,
+                        Command::Logs(a) => logs::exec(&mut ctx, a).await,
+                        Command::Report(a) => report::exec(&mut ctx, a).await,
                         Command::Reconcile(a) => reconcile::exec(&mut ctx, a).await,
                         Command::SuspendReconcile(a) => suspend_reconcile::exec(&mut ctx, a).await,
                         Command::ResumeReconcile(a) => resume_reconcile::exec(&mut ctx, a).await,

@@ -149,37 +149,6 @@ pub struct BreakArgs {
     pub down_for: Option<Duration>,
 }
 
-/// The state directory: `--dir`, else $DRUIDCTL_PLAYGROUND_DIR, else (when `follow_kubeconfig`) the
-/// playground $KUBECONFIG points at, else the default under the XDG state directory.
-pub fn state_dir(dir: Option<PathBuf>, follow_kubeconfig: bool) -> PathBuf {
-    if let Some(d) =
-        dir.or_else(|| std::env::var_os("DRUIDCTL_PLAYGROUND_DIR").filter(|v| !v.is_empty()).map(PathBuf::from))
-    {
-        return d;
-    }
-    if follow_kubeconfig && let Some(d) = std::env::var_os("KUBECONFIG").and_then(|k| playground_of_kubeconfig(&k)) {
-        return d;
-    }
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("druidctl/playground")
-}
-
-/// The playground state directory a `KUBECONFIG` value points at: its first entry is `DIR/kubeconfig` and DIR
-/// holds a playground's state (its pid file or its record); `None` otherwise.
-fn playground_of_kubeconfig(kubeconfig: &std::ffi::OsStr) -> Option<PathBuf> {
-    let first = std::env::split_paths(kubeconfig).next()?;
-    if first.file_name()? != "kubeconfig" {
-        return None;
-    }
-    let dir = first.parent().filter(|d| !d.as_os_str().is_empty())?;
-    let is_state = dir.join("playground.pid").is_file() || dir.join(landscape::external::RECORD_FILE).is_file();
-    is_state.then(|| dir.to_path_buf())
-}
-
 fn pid_alive(dir: &Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(dir.join("playground.pid")).ok()?.trim().parse().ok()?;
     // SAFETY: signal 0 only checks that the process exists.
@@ -191,7 +160,7 @@ pub fn exec(ctx: &mut Context, args: PlaygroundArgs) -> anyhow::Result<()> {
     // `up` starts a playground of its own; the others act on an existing one, also the one $KUBECONFIG uses.
     let follow_kubeconfig =
         matches!(args.command, PlaygroundCommand::Down | PlaygroundCommand::Status | PlaygroundCommand::Break(_));
-    let dir = state_dir(args.dir, follow_kubeconfig);
+    let dir = super::playground_state::state_dir(args.dir, follow_kubeconfig);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     match args.command {
         PlaygroundCommand::Up(a) if a.detach => detach(ctx, &dir, &a),
@@ -577,8 +546,3 @@ async fn request_break(ctx: &mut Context, dir: &Path, a: BreakArgs) -> anyhow::R
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct NotInPlayground(pub String);
-
-/// The names `playground break` accepts (for completion; the landscape defines them).
-pub fn break_kind_names() -> Vec<&'static str> {
-    landscape::BreakKind::ALL.iter().map(|(name, _)| *name).collect()
-}

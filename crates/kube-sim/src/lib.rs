@@ -22,6 +22,7 @@ mod discovery;
 mod events;
 mod faults;
 mod gc;
+mod log;
 mod portforward;
 mod protobuf;
 mod proxy;
@@ -47,6 +48,7 @@ use std::time::Duration;
 
 pub use admission::{AdmissionHook, AdmissionOperation, AdmissionRequest};
 pub use faults::{FaultInjector, FaultRule};
+pub use log::{ContainerLog, LogCursor, LogLine, PodLogSource};
 pub use requestlog::{RequestLog, RequestRecord};
 pub use resources::{PrinterColumn, ResourceType, ScalePaths};
 pub use selectors::{FieldSelector, LabelSelector};
@@ -135,6 +137,7 @@ pub(crate) struct Inner {
     hooks: RwLock<Vec<Arc<dyn AdmissionHook>>>,
     backends: RwLock<HashMap<(String, String, String), SocketAddr>>,
     pod_backends: RwLock<HashMap<(String, String, String), SocketAddr>>,
+    log_sources: RwLock<Vec<Arc<dyn PodLogSource>>>,
     faults: FaultInjector,
     log: RequestLog,
     /// Bumped by `restart`: every watch and HTTP connection ends.
@@ -182,6 +185,7 @@ impl ApiServer {
                 hooks: RwLock::new(Vec::new()),
                 backends: RwLock::new(HashMap::new()),
                 pod_backends: RwLock::new(HashMap::new()),
+                log_sources: RwLock::new(Vec::new()),
                 faults: FaultInjector::default(),
                 log: RequestLog::default(),
                 epoch,
@@ -387,6 +391,11 @@ impl ApiServer {
     /// Forgets the pod proxy backend of `namespace/pod:port` (requests then get 503, like a pod without an IP).
     pub fn unregister_pod_backend(&self, namespace: &str, pod: &str, port: u16) {
         self.inner.pod_backends.write().unwrap().remove(&(namespace.to_string(), pod.to_string(), port.to_string()));
+    }
+
+    /// Adds a kubelet's log source: `pods/{name}/log` of a scheduled pod reads the first source that runs the pod.
+    pub fn add_pod_log_source(&self, source: Arc<dyn PodLogSource>) {
+        self.inner.log_sources.write().unwrap().push(source);
     }
 
     /// Reads an object straight from the store (no RBAC, no request log). `kind_plural` is the resource.

@@ -2190,16 +2190,10 @@ pub async fn handle_resource(
         };
     }
     if sub == Some("log") {
-        // `LogLocation` (`pkg/registry/core/pod/strategy.go`) has no location for a pod without a node, and the
-        // streaming handler answers a nil stream with 204 (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/
-        // responsewriters/writers.go` `StreamObject`). There is no kubelet behind a scheduled pod: its log is empty.
-        let pod = match get(&ctx, info.name.as_deref().unwrap_or_default()) {
-            Ok(p) => p,
-            Err(e) => return error_response(&e),
-        };
-        let scheduled = pod.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_some_and(|n| !n.is_empty());
-        let code = if scheduled { 200 } else { 204 };
-        return Response::builder().status(code).header("content-type", "text/plain").body(full("")).unwrap();
+        if verb != "get" {
+            return error_response(&ApiError::method_not_allowed());
+        }
+        return super::log::handle(server, req, info).await;
     }
     if sub == Some("scale") {
         return super::scale::handle(&ctx, req, info, verb, &ct);

@@ -44,6 +44,7 @@ pub mod mcm;
 pub mod member;
 pub mod opstask;
 pub mod playground;
+pub mod podlogs;
 pub mod resources;
 pub mod space;
 pub mod statefulset;
@@ -328,6 +329,11 @@ pub struct Landscape {
 }
 
 impl Landscape {
+    /// The kubelet's container logs of the pods this landscape runs, for an API server to serve as `pods/log`.
+    pub fn log_source(&self) -> Arc<dyn kube_sim::PodLogSource> {
+        Arc::new(podlogs::LandscapeLogs { ctx: Arc::downgrade(&self.ctx) })
+    }
+
     /// Starts the actors, with the etcd members `opts.etcd` says (default [`EtcdBackend::select`]).
     pub fn start(
         clients: ActorClients,

@@ -32,6 +32,7 @@ use super::backup::{ObjectStore, SnapshotInfo};
 use super::etcdconf::{ETCD_CONF_KEY, EtcdConf, EtcdConfError, MemberConf};
 use super::resources::{BACKUP_PORT, config_map_of_statefulset};
 use super::tls::arg;
+use super::podlogs::{Level, PodLogs};
 use super::{Ctx, micro_time_now};
 use crate::etcd::cluster::{add_member_retrying, initial_cluster_for_join};
 use crate::etcd::process::remove_dir_if_exists;
@@ -147,6 +148,7 @@ pub struct MemberRuntime {
     backup_addr: SocketAddr,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     ctx: Weak<Ctx>,
+    logs: PodLogs,
 }
 
 impl std::fmt::Debug for MemberRuntime {
@@ -172,8 +174,8 @@ impl MemberRuntime {
     ) -> std::io::Result<Arc<MemberRuntime>> {
         let (client_port, peer_port) = ctx.ports(ns, pod);
         let data_dir = ctx.volume_dir(ns, volume);
-        let mut cfg =
-            MemberConfig::new(pod, &data_dir, ctx.opts.state_dir.join("logs").join(ns).join(format!("{pod}.log")));
+        let log_file = ctx.opts.state_dir.join("logs").join(ns).join(format!("{pod}.log"));
+        let mut cfg = MemberConfig::new(pod, &data_dir, &log_file);
         cfg.client_port = client_port;
         cfg.peer_port = peer_port;
         cfg.heartbeat_ms = ctx.opts.heartbeat_ms;
@@ -190,6 +192,7 @@ impl MemberRuntime {
             backup_addr: listener.local_addr()?,
             tasks: Mutex::default(),
             ctx: Arc::downgrade(ctx),
+            logs: PodLogs::new(pod, log_file),
         });
         let http = tokio::spawn(serve_http(Arc::downgrade(&rt), listener));
         let looping = tokio::spawn(member_loop(Arc::downgrade(&rt)));
@@ -220,6 +223,11 @@ impl MemberRuntime {
     /// landscape has no etcd binary.
     pub fn process(&self) -> &MemberProcess {
         &self.process
+    }
+
+    /// The logs of this pod's containers.
+    pub fn logs(&self) -> &PodLogs {
+        &self.logs
     }
 
     /// What the kubelet shows.
@@ -289,6 +297,11 @@ impl MemberRuntime {
             return Err("object store unreachable (playground fault backup-failing)".into());
         }
         let info = store.take_full(&self.process.client()).await.map_err(|e| e.to_string())?;
+        self.logs.sidecar(
+            Level::Info,
+            Some("snapshotter"),
+            &format!("Successfully saved full snapshot at: {}", info.snap_name),
+        );
         let taken_at = jiff::Timestamp::from_second(info.created_on).ok();
         self.renew_snapshot_lease(true, info.last_revision, taken_at).await;
         self.state.lock().expect("state").last_full = Some(Instant::now());
@@ -304,6 +317,14 @@ impl MemberRuntime {
         }
         let client = self.process.client();
         let info = store.take_delta(&client).await.map_err(|e| e.to_string())?;
+        self.logs.sidecar(
+            Level::Info,
+            Some("snapshotter"),
+            &match &info {
+                Some(i) => format!("Successfully saved delta snapshot at: {}", i.snap_name),
+                None => "No events received to save snapshot. Skipping delta snapshot.".into(),
+            },
+        );
         // No new delta: the holder keeps the newest delta's revision ("0" before the first one).
         let rev = info.as_ref().map_or(0, |i| i.last_revision);
         self.renew_snapshot_lease(false, rev, None).await;
@@ -506,6 +527,11 @@ impl MemberRuntime {
                     } else {
                         // seeds/004 single-member restore: MemberRemove → clean → MemberAddAsLearner.
                         if let Some(m) = mine {
+                            self.logs.sidecar(
+                                Level::Info,
+                                None,
+                                &format!("Removing the {} member from cluster", self.pod),
+                            );
                             peer.member_remove(m.id).await?;
                         }
                         remove_dir_if_exists(&self.data_dir)?;
@@ -516,6 +542,11 @@ impl MemberRuntime {
                                 message: format!("waiting to join as learner: {e}"),
                                 counts_as_crash: false,
                             })?;
+                        self.logs.sidecar(
+                            Level::Info,
+                            Some("member-add"),
+                            &format!("Added member {:x} to cluster as a learner", added.id),
+                        );
                         let members = peer.member_list().await?;
                         join = Some((initial_cluster_for_join(&members, added.id, &me), added.id));
                     }
@@ -584,6 +615,7 @@ impl MemberRuntime {
         if let Some(parent) = self.data_dir.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
+        self.logs.etcd_starting();
         self.process.start()?;
         let mut s = self.state.lock().expect("state");
         s.force_rejoin = false;
@@ -610,7 +642,9 @@ impl MemberRuntime {
         let Some((store, _)) = self.store_and_period().await else { return Ok(()) };
         let Some((full, deltas)) = store.latest_chain() else { return Ok(()) };
         let cfg = self.process.config();
+        self.logs.sidecar(Level::Info, None, &format!("Restoring from base snapshot: {}", full.snap_name));
         restore_snapshot_with(&ctx.etcd, &store.path(&full), &cfg).await?;
+        self.logs.sidecar(Level::Info, None, "Restoration complete.");
         tracing::info!(pod = %self.pod, snapshot = %full.snap_name, deltas = deltas.len(), "restored from backup");
         let mut s = self.state.lock().expect("state");
         s.pending_deltas = deltas;
@@ -675,6 +709,7 @@ impl MemberRuntime {
             && self.promote_through_peers(ctx, id).await
         {
             tracing::info!(pod = %self.pod, "learner promoted");
+            self.logs.sidecar(Level::Info, None, "Successfully promoted the learner to a voting member...");
             self.state.lock().expect("state").pending_promotion = None;
         }
         let (is_leader, is_learner, pending) = {
@@ -809,11 +844,13 @@ impl MemberRuntime {
         if last_full.is_none_or(|t| t.elapsed() >= ctx.opts.full_snapshot_interval) {
             if let Err(e) = self.snapshot_full().await {
                 tracing::warn!(pod = %self.pod, error = %e, "scheduled full snapshot failed");
+                self.logs.sidecar(Level::Warning, Some("snapshotter"), &format!("Failed to take full snapshot: {e}"));
             }
         } else if last_delta.is_none_or(|t| t.elapsed() >= period)
             && let Err(e) = self.snapshot_delta().await
         {
             tracing::warn!(pod = %self.pod, error = %e, "scheduled delta snapshot failed");
+            self.logs.sidecar(Level::Warning, Some("snapshotter"), &format!("Failed to take delta snapshot: {e}"));
         }
     }
 }

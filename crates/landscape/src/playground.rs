@@ -424,7 +424,12 @@ impl Playground {
                 let mut lopts = base.clone();
                 lopts.state_dir = state.clone();
                 lopts.namespace = Some(ns.clone());
-                landscapes.push((ns.clone(), Landscape::start(p.clients.clone(), lopts, p.registrar.clone())?));
+                let landscape = Landscape::start(p.clients.clone(), lopts, p.registrar.clone())?;
+                // The landscape plays the kubelet: the embedded server serves its pods' logs.
+                if let Some((server, _)) = &p.embedded {
+                    server.add_pod_log_source(landscape.log_source());
+                }
+                landscapes.push((ns.clone(), landscape));
             }
             Ok(landscapes)
         }

@@ -157,6 +157,9 @@ impl MemberConfig {
             self.heartbeat_ms.to_string().into(),
             "--election-timeout".into(),
             self.election_ms.to_string().into(),
+            // JSON lines, as etcd 3.5+ (and etcd-druid's etcd-wrapper) log by default; 3.4 defaults to capnslog.
+            "--logger".into(),
+            "zap".into(),
         ];
         if let Some(n) = self.snapshot_count {
             args.push("--snapshot-count".into());
