@@ -30,9 +30,9 @@ use tokio::task::JoinHandle;
 
 use super::backup::{ObjectStore, SnapshotInfo};
 use super::etcdconf::{ETCD_CONF_KEY, EtcdConf, EtcdConfError, MemberConf};
+use super::podlogs::{Level, PodLogs};
 use super::resources::{BACKUP_PORT, config_map_of_statefulset};
 use super::tls::arg;
-use super::podlogs::{Level, PodLogs};
 use super::{Ctx, micro_time_now};
 use crate::etcd::cluster::{add_member_retrying, initial_cluster_for_join};
 use crate::etcd::process::remove_dir_if_exists;

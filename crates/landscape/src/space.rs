@@ -26,8 +26,8 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::LandscapeError;
-use super::playground::Playground;
 use super::etcdconf::EtcdConf;
+use super::playground::Playground;
 use druid_api::Etcd;
 use druid_api::quantity::parse_bytes;
 
@@ -64,7 +64,8 @@ pub(crate) async fn exceed_space(pg: &Playground, ns: &str) -> Result<String, La
     let members = u32::try_from(etcd.spec.replicas.max(1)).unwrap_or(1);
     let mut rolled = Vec::new();
     for i in (0..members).rev() {
-        let runs_with_quota = pg.member(ns, i).is_some_and(|m| m.process().config().quota_backend_bytes == Some(quota as i64));
+        let runs_with_quota =
+            pg.member(ns, i).is_some_and(|m| m.process().config().quota_backend_bytes == Some(quota as i64));
         if !runs_with_quota {
             roll_pod(pg, ns, &etcd.managed_names().pod(i)).await?;
             rolled.push(i);
