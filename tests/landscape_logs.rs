@@ -132,12 +132,15 @@ async fn pod_logs_are_served_to_kubectl_and_follow_ends_when_the_container_stops
     let ns = pg.namespace();
     let kc = pg.kubeconfig_path().to_path_buf();
 
-    // The API: a pod with two containers needs one named, with kube-apiserver's sentence.
+    // The API: a pod with several containers needs one named, with kube-apiserver's sentence, which lists the init
+    // containers first (`podutil.VisitContainers`; etcd-druid's Local store adds one that owns the bucket).
     let pods: Api<Pod> = Api::namespaced(pg.client(), &ns);
     let err = pods.logs("etcd-main-0", &Default::default()).await.unwrap_err();
     assert!(
-        err.to_string()
-            .contains("a container name must be specified for pod etcd-main-0, choose one of: [etcd backup-restore]"),
+        err.to_string().contains(
+            "a container name must be specified for pod etcd-main-0, choose one of: \
+             [change-backup-bucket-permissions etcd backup-restore]"
+        ),
         "{err}"
     );
     let lp = kube::api::LogParams { container: Some("etcd".into()), tail_lines: Some(3), ..Default::default() };

@@ -26,9 +26,10 @@ async fn a_healthy_cluster_refuses_recovery_member_restore_of_a_healthy_member_a
     assert_eq!(r.code, REJECTED, "{}", r.stderr);
     assert!(one_sentence(&r.stderr).contains("etcd-main-1 is healthy"), "{}", r.stderr);
 
+    // A name that is not a member is not found (exit 6), as everywhere a member is named.
     let r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-7", "--yes"]).await;
-    assert_eq!(r.code, REJECTED, "{}", r.stderr);
-    assert!(one_sentence(&r.stderr).contains("not a member"), "{}", r.stderr);
+    assert_eq!(r.code, 6, "{}", r.stderr);
+    assert!(one_sentence(&r.stderr).contains("member \"etcd-main-7\" not found"), "{}", r.stderr);
 
     // --plan works on any cluster state: the plan, and one line saying why a run would be refused now.
     let r = run(&pg, &["runbook", "member-restore", "-n", &ns, "etcd-main", "etcd-main-1", "--plan"]).await;

@@ -239,6 +239,31 @@ async fn db_sizes(pg: &Playground, ns: &str) -> anyhow::Result<Vec<i64>> {
     Ok(sizes)
 }
 
+/// Runs `runbook` on the demo's Etcd in-process with `--yes`, its steps indented under the demo's step.
+async fn recover(
+    pg: &Playground,
+    ns: &str,
+    etcd: &str,
+    runbook: &druidctl::runbook::Runbook,
+    show_plan: bool,
+    stop: CancellationToken,
+) -> anyhow::Result<druidctl::runbook::Summary> {
+    let mut o = RunOptions::new(ns, etcd);
+    o.yes = true;
+    o.resume_command = format!("druidctl runbook {} -n {ns} {etcd} --resume --yes", runbook.name);
+    let mut op = CliOperator::new(druidctl::output::OutputFormat::Table, false);
+    op.indent = UNDER;
+    op.compact = true;
+    op.show_plan = show_plan;
+    let outcome = druidctl::runbook::run(&pg.client(), runbook, &o, &op, stop).await;
+    op.finish();
+    match outcome {
+        Ok(Outcome::Completed(s)) => Ok(s),
+        Ok(_) => anyhow::bail!("the recovery was interrupted"),
+        Err(e) => Err(super::runbook::to_cli_error(e)),
+    }
+}
+
 /// The space scenario: fill, fail, recover, write again.
 async fn run_space(
     pg: &Playground,
@@ -286,20 +311,7 @@ async fn run_space(
     out.result(&format!("  reads still work ({readable} keys read); etcd-druid reports {ready}"));
 
     let t = out.begin(4, "recover: druidctl runbook space-recovery --yes");
-    let mut o = RunOptions::new(&ns, &etcd);
-    o.yes = true;
-    o.resume_command = format!("druidctl runbook space-recovery -n {ns} {etcd} --resume --yes");
-    let mut op = CliOperator::new(druidctl::output::OutputFormat::Table, false);
-    op.indent = UNDER;
-    op.compact = true;
-    op.show_plan = args.show_plan;
-    let outcome = druidctl::runbook::run(&pg.client(), &SPACE_RECOVERY, &o, &op, stop).await;
-    op.finish();
-    let summary = match outcome {
-        Ok(Outcome::Completed(s)) => s,
-        Ok(_) => anyhow::bail!("the recovery was interrupted"),
-        Err(e) => return Err(super::runbook::to_cli_error(e)),
-    };
+    let summary = recover(pg, &ns, &etcd, &SPACE_RECOVERY, args.show_plan, stop).await?;
     out.end("recover (runbook)", t);
     out.result(&format!(
         "✓ recovered in {} ({} of it waiting for etcd)",
@@ -381,20 +393,7 @@ async fn run_on(
     out.result("  etcd-druid reports Ready=False (QuorumLost)");
 
     let t = out.begin(5, "recover: druidctl runbook quorum-loss-recovery --yes");
-    let mut o = RunOptions::new(&ns, &etcd);
-    o.yes = true;
-    o.resume_command = format!("druidctl runbook quorum-loss-recovery -n {ns} {etcd} --resume --yes");
-    let mut op = CliOperator::new(druidctl::output::OutputFormat::Table, false);
-    op.indent = UNDER;
-    op.compact = true;
-    op.show_plan = args.show_plan;
-    let outcome = druidctl::runbook::run(&pg.client(), &QUORUM_LOSS_RECOVERY, &o, &op, stop).await;
-    op.finish();
-    let summary = match outcome {
-        Ok(Outcome::Completed(s)) => s,
-        Ok(_) => anyhow::bail!("the recovery was interrupted"),
-        Err(e) => return Err(super::runbook::to_cli_error(e)),
-    };
+    let summary = recover(pg, &ns, &etcd, &QUORUM_LOSS_RECOVERY, args.show_plan, stop).await?;
     out.end("recover (runbook)", t);
     out.result(&format!(
         "✓ recovered in {} ({} of it waiting for etcd, pods and druid)",
