@@ -103,6 +103,12 @@ async fn space_recovery_frees_a_full_database_and_writes_work_again() {
     let ns = pg.namespaces()[0].clone();
     exceed_space(&pg, &ns).await;
 
+    // etcd-druid's conditions stay green; status asks etcd itself, names NOSPACE and the runbook, and exits 4.
+    let s = run(&pg, &["status", "-n", &ns, "etcd-main"]).await;
+    assert_eq!(s.code, 4, "stdout: {}\nstderr: {}", s.stdout, s.stderr);
+    let said = format!("{}{}", s.stdout, s.stderr);
+    assert!(said.contains("NOSPACE") && said.contains("runbook space-recovery"), "{said}");
+
     let r = run(&pg, &["runbook", "space-recovery", "-n", &ns, "etcd-main", "--yes", "-o", "jsonl"]).await;
     assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
     assert_eq!(
