@@ -284,6 +284,33 @@ const CASES: &[Case] = &[
     Case { args: &["runbook", "cert-renewal", "etcd-main", "--resume"], code: REJECTED, says: "no unfinished" },
 ];
 
+/// A kubeconfig in `dir` whose one context points at `http://127.0.0.1:<port>`.
+fn kubeconfig_for(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+    let kc = dir.join("config");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             contexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    kc
+}
+
+/// The port of a server that accepts connections and never answers (held open for the test's process).
+fn silent_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    port
+}
+
 fn one_line(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr).to_string();
     let lines: Vec<&str> = text.lines().collect();
@@ -370,15 +397,7 @@ async fn no_kubeconfig_at_all_is_a_usage_error() {
 async fn an_unreachable_api_server_is_one_line_and_operation_failed() {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let kc = dir.path().join("config");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
-             contexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
-        ),
-    )
-    .unwrap();
+    let kc = kubeconfig_for(dir.path(), port);
     let out =
         cli_support::run_with(cli_support::bin(), &["status"], &[("KUBECONFIG", kc.to_str().unwrap())], dir.path())
             .await;
@@ -394,24 +413,8 @@ async fn an_unreachable_api_server_is_one_line_and_operation_failed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_answers_times_out_naming_the_timeout_in_force() {
     let dir = tempfile::tempdir().unwrap();
-    // Accepts connections and never answers.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let _keep = std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for c in listener.incoming().flatten() {
-            held.push(c);
-        }
-    });
-    let kc = dir.path().join("config");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
-             contexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
-        ),
-    )
-    .unwrap();
+    let port = silent_server();
+    let kc = kubeconfig_for(dir.path(), port);
     let out = cli_support::run_with(
         cli_support::bin(),
         &["--request-timeout", "1s", "status"],
@@ -430,24 +433,8 @@ async fn a_server_that_never_answers_times_out_naming_the_timeout_in_force() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_answers_is_named_on_stderr_after_a_few_seconds() {
     let dir = tempfile::tempdir().unwrap();
-    // Accepts connections and never answers.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let _keep = std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for c in listener.incoming().flatten() {
-            held.push(c);
-        }
-    });
-    let kc = dir.path().join("config");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
-             contexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
-        ),
-    )
-    .unwrap();
+    let port = silent_server();
+    let kc = kubeconfig_for(dir.path(), port);
     let started = std::time::Instant::now();
     let out = cli_support::run_with(
         cli_support::bin(),

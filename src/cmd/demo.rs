@@ -169,9 +169,12 @@ async fn demo(dir: &PathBuf, args: &DemoArgs, out: &mut Out, stop: CancellationT
         opts.landscape = Some(super::playground::simulated_members(dir));
     }
     let pg = super::playground::start(opts).await?;
-    let result = match args.scenario {
-        Scenario::QuorumLoss => run_on(&pg, out, t, args, stop).await,
-        Scenario::Space => run_space(&pg, out, t, args, stop).await,
+    let result = match ready(&pg, out, t).await {
+        Ok((ns, etcd)) => match args.scenario {
+            Scenario::QuorumLoss => run_quorum_loss(&pg, &ns, &etcd, out, args, stop).await,
+            Scenario::Space => run_space(&pg, &ns, &etcd, out, args, stop).await,
+        },
+        Err(e) => Err(e),
     };
     let t = out.begin(steps.len(), "tear down");
     let down = pg.down().await;
@@ -264,29 +267,35 @@ async fn recover(
     }
 }
 
-/// The space scenario: fill, fail, recover, write again.
-async fn run_space(
-    pg: &Playground,
-    out: &mut Out,
-    t: Instant,
-    args: &DemoArgs,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
-    use druidctl::tasks::space_recovery::bytes;
+/// The opening both scenarios share: the playground's Etcd Ready with its members, and what etcd runs as.
+/// Returns the Etcd's namespace and name.
+async fn ready(pg: &Playground, out: &mut Out, t: Instant) -> anyhow::Result<(String, String)> {
     pg.wait_ready(Duration::from_secs(60)).await?;
     out.end("start the playground", t);
     let ns = pg.namespaces()[0].clone();
     let etcd = pg.etcd_name().to_string();
     out.result(&format!("✓ etcd {ns}/{etcd} is Ready with 3 members"));
     say_backend(pg, out);
+    Ok((ns, etcd))
+}
 
+/// The space scenario: fill, fail, recover, write again.
+async fn run_space(
+    pg: &Playground,
+    ns: &str,
+    etcd: &str,
+    out: &mut Out,
+    args: &DemoArgs,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    use druidctl::tasks::space_recovery::bytes;
     let t = out.begin(2, "fill the database until etcd raises NOSPACE");
     within("filling the database", Duration::from_secs(240), async {
         Ok(pg.break_(BreakKind::SpaceExceeded, &BreakTarget::default()).await?)
     })
     .await?;
     out.end("fill the database", t);
-    let full = db_sizes(pg, &ns).await?;
+    let full = db_sizes(pg, ns).await?;
     let sizes: Vec<String> = full.iter().map(|b| bytes(*b)).collect();
     out.result(&format!(
         "✓ spec.etcd.quota is {}; the members restarted with it",
@@ -296,13 +305,13 @@ async fn run_space(
     out.result("  etcd raised NOSPACE");
 
     let t = out.begin(3, "write a key");
-    let client = pg.etcd_client(&ns, 0).ok_or_else(|| anyhow::anyhow!("member 0 does not run"))?;
+    let client = pg.etcd_client(ns, 0).ok_or_else(|| anyhow::anyhow!("member 0 does not run"))?;
     let refused = within("the write", KEYS, async { Ok(client.put("/demo/while-full", "x").await) }).await?;
     let Err(refused) = refused else { anyhow::bail!("etcd accepted a write although NOSPACE is raised") };
     let readable =
         within("reading the keys", KEYS, async { Ok(client.get_prefix(landscape::space::FILL_PREFIX).await?.len()) })
             .await?;
-    let ready = pg.etcd_ready(&ns).await.map(|(s, r)| format!("Ready={s} ({r})")).unwrap_or_else(|| "no Ready".into());
+    let ready = pg.etcd_ready(ns).await.map(|(s, r)| format!("Ready={s} ({r})")).unwrap_or_else(|| "no Ready".into());
     out.end("writes fail", t);
     let refused = refused.to_string();
     // The member's own words, without the endpoint and path before them.
@@ -311,7 +320,7 @@ async fn run_space(
     out.result(&format!("  reads still work ({readable} keys read); etcd-druid reports {ready}"));
 
     let t = out.begin(4, "recover: druidctl runbook space-recovery --yes");
-    let summary = recover(pg, &ns, &etcd, &SPACE_RECOVERY, args.show_plan, stop).await?;
+    let summary = recover(pg, ns, etcd, &SPACE_RECOVERY, args.show_plan, stop).await?;
     out.end("recover (runbook)", t);
     out.result(&format!(
         "✓ recovered in {} ({} of it waiting for etcd)",
@@ -321,7 +330,7 @@ async fn run_space(
 
     let t = out.begin(5, "write again, and measure the space that came back");
     within("the write", KEYS, async { Ok(client.put("/demo/after-recovery", "written").await?) }).await?;
-    let now = db_sizes(pg, &ns).await?;
+    let now = db_sizes(pg, ns).await?;
     out.end("write again", t);
     out.result("✓ the write succeeded");
     for (m, (before, after)) in full.iter().zip(&now).enumerate() {
@@ -330,20 +339,16 @@ async fn run_space(
     Ok(())
 }
 
-async fn run_on(
+/// The quorum-loss scenario: keys, snapshot, more keys, a majority lost, recovery, what survived.
+async fn run_quorum_loss(
     pg: &Playground,
+    ns: &str,
+    etcd: &str,
     out: &mut Out,
-    t: Instant,
     args: &DemoArgs,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    pg.wait_ready(Duration::from_secs(60)).await?;
-    out.end("start the playground", t);
-    let ns = pg.namespaces()[0].clone();
-    let etcd = pg.etcd_name().to_string();
-    let client = pg.etcd_client(&ns, 0).ok_or_else(|| anyhow::anyhow!("member 0 does not run"))?;
-    out.result(&format!("✓ etcd {ns}/{etcd} is Ready with 3 members"));
-    say_backend(pg, out);
+    let client = pg.etcd_client(ns, 0).ok_or_else(|| anyhow::anyhow!("member 0 does not run"))?;
 
     let t = out.begin(2, &format!("write {} keys, then take a full snapshot", args.keys_before));
     within("writing the keys", KEYS, async {
@@ -354,7 +359,7 @@ async fn run_on(
     })
     .await?;
     // Through the API server's service proxy, with the `https:` prefix when the sidecar serves TLS.
-    let etcd_obj: druidctl::api::Etcd = kube::Api::namespaced(pg.client(), &ns).get(&etcd).await?;
+    let etcd_obj: druidctl::api::Etcd = kube::Api::namespaced(pg.client(), ns).get(etcd).await?;
     let path =
         druidctl::tasks::sidecar::proxy_path(&etcd_obj, &druidctl::tasks::sidecar::Target::Leader, "snapshot/full");
     let req = http::Request::get(path).body(Vec::new())?;
@@ -372,8 +377,8 @@ async fn run_on(
     // sidecar takes its first delta a tick after its first full snapshot, however long the delta period, and a
     // newly elected leader snapshots at once): its snapshots fail from here until quorum is lost, when no
     // sidecar leads and none is taken. The recovery then reads the store as usual.
-    let landscape = pg.landscape(&ns).ok_or_else(|| anyhow::anyhow!("the playground does not run {ns}"))?;
-    landscape.set_backup_failing(&ns, &etcd, true);
+    let landscape = pg.landscape(ns).ok_or_else(|| anyhow::anyhow!("the playground does not run {ns}"))?;
+    landscape.set_backup_failing(ns, etcd, true);
     within("writing the keys", KEYS, async {
         for i in 0..args.keys_after {
             client.put(format!("/demo/after/{i:03}"), format!("value-{i}")).await?;
@@ -386,14 +391,14 @@ async fn run_on(
 
     let t = out.begin(4, "destroy a majority of the members");
     pg.break_(BreakKind::QuorumLost, &BreakTarget::default()).await?;
-    pg.wait_ready_reason(&ns, "QuorumLost", Duration::from_secs(30)).await?;
-    landscape.set_backup_failing(&ns, &etcd, false);
+    pg.wait_ready_reason(ns, "QuorumLost", Duration::from_secs(30)).await?;
+    landscape.set_backup_failing(ns, etcd, false);
     out.end("destroy a majority", t);
     out.result("✓ 2 of 3 members lost their process and data: quorum is lost");
     out.result("  etcd-druid reports Ready=False (QuorumLost)");
 
     let t = out.begin(5, "recover: druidctl runbook quorum-loss-recovery --yes");
-    let summary = recover(pg, &ns, &etcd, &QUORUM_LOSS_RECOVERY, args.show_plan, stop).await?;
+    let summary = recover(pg, ns, etcd, &QUORUM_LOSS_RECOVERY, args.show_plan, stop).await?;
     out.end("recover (runbook)", t);
     out.result(&format!(
         "✓ recovered in {} ({} of it waiting for etcd, pods and druid)",
@@ -405,7 +410,7 @@ async fn run_on(
     let mut survived = 0;
     let mut lost = 0;
     for m in 0..3 {
-        let c = pg.etcd_client(&ns, m).ok_or_else(|| anyhow::anyhow!("member {m} does not run"))?;
+        let c = pg.etcd_client(ns, m).ok_or_else(|| anyhow::anyhow!("member {m} does not run"))?;
         let (before, after) = within(&format!("reading the keys of member {m}"), KEYS, async {
             anyhow::Ok((c.get_prefix("/demo/before/").await?.len(), c.get_prefix("/demo/after/").await?.len()))
         })

@@ -543,8 +543,9 @@ impl Playground {
                     break;
                 }
                 if Instant::now() > deadline {
+                    let seen = self.readiness_report(ns).await;
                     return Err(LandscapeError::Timeout {
-                        what: format!("etcd {ns}/{} to be ready", self.opts.etcd_name),
+                        what: format!("etcd {ns}/{} to be ready ({seen})", self.opts.etcd_name),
                         timeout,
                     });
                 }
@@ -552,6 +553,37 @@ impl Playground {
             }
         }
         Ok(())
+    }
+
+    /// What stands between the Etcd in `ns` and ready, for a timeout's message: its Ready and AllMembersReady
+    /// conditions, readyReplicas, and what each member's pod shows (running, ready, restarts, waiting reason).
+    async fn readiness_report(&self, ns: &str) -> String {
+        let mut parts = Vec::new();
+        match Api::<Etcd>::namespaced(self.admin.clone(), ns).get_opt(&self.opts.etcd_name).await {
+            Ok(Some(e)) => {
+                let replicas = e.spec.replicas;
+                let status = e.status.and_then(|s| serde_json::to_value(s).ok()).unwrap_or_default();
+                for c in ["Ready", "AllMembersReady"] {
+                    let (s, r) = condition(&status, c).unwrap_or_else(|| ("absent".into(), String::new()));
+                    parts.push(format!("{c}={s}/{r}"));
+                }
+                parts.push(format!("readyReplicas={}/{replicas}", status["readyReplicas"]));
+            }
+            Ok(None) => parts.push("Etcd not found".into()),
+            Err(e) => parts.push(format!("Etcd not read: {e}")),
+        }
+        let Some(landscape) = self.landscape(ns) else { return parts.join(", ") };
+        let mut members = landscape.members();
+        members.sort_by(|a, b| a.pod.cmp(&b.pod));
+        for m in members.iter().filter(|m| m.namespace == ns) {
+            let v = m.view();
+            let waiting = v.waiting.map(|(r, msg)| format!(" waiting {r}: {msg}")).unwrap_or_default();
+            parts.push(format!(
+                "{}: running={} ready={} restarts={}{waiting}",
+                m.pod, v.running, v.ready, v.restart_count
+            ));
+        }
+        parts.join("; ")
     }
 
     async fn all_members_ready(&self, ns: &str) -> bool {
