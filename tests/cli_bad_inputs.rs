@@ -298,6 +298,18 @@ fn kubeconfig_for(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     kc
 }
 
+/// `druidctl --request-timeout <timeout> status` against the server at `port`, with a kubeconfig in `dir`.
+async fn status_with_timeout(dir: &std::path::Path, port: u16, timeout: &str) -> std::process::Output {
+    let kc = kubeconfig_for(dir, port);
+    cli_support::run_with(
+        cli_support::bin(),
+        &["--request-timeout", timeout, "status"],
+        &[("KUBECONFIG", kc.to_str().unwrap())],
+        dir,
+    )
+    .await
+}
+
 /// The port of a server that accepts connections and never answers (held open for the test's process).
 fn silent_server() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -414,14 +426,7 @@ async fn an_unreachable_api_server_is_one_line_and_operation_failed() {
 async fn a_server_that_never_answers_times_out_naming_the_timeout_in_force() {
     let dir = tempfile::tempdir().unwrap();
     let port = silent_server();
-    let kc = kubeconfig_for(dir.path(), port);
-    let out = cli_support::run_with(
-        cli_support::bin(),
-        &["--request-timeout", "1s", "status"],
-        &[("KUBECONFIG", kc.to_str().unwrap())],
-        dir.path(),
-    )
-    .await;
+    let out = status_with_timeout(dir.path(), port, "1s").await;
     let line = one_line(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "{line}");
     assert_eq!(
@@ -434,15 +439,8 @@ async fn a_server_that_never_answers_times_out_naming_the_timeout_in_force() {
 async fn a_server_that_never_answers_is_named_on_stderr_after_a_few_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let port = silent_server();
-    let kc = kubeconfig_for(dir.path(), port);
     let started = std::time::Instant::now();
-    let out = cli_support::run_with(
-        cli_support::bin(),
-        &["--request-timeout", "7s", "status"],
-        &[("KUBECONFIG", kc.to_str().unwrap())],
-        dir.path(),
-    )
-    .await;
+    let out = status_with_timeout(dir.path(), port, "7s").await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(out.status.code(), Some(7), "{stderr}");

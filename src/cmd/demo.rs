@@ -242,15 +242,20 @@ async fn db_sizes(pg: &Playground, ns: &str) -> anyhow::Result<Vec<i64>> {
     Ok(sizes)
 }
 
-/// Runs `runbook` on the demo's Etcd in-process with `--yes`, its steps indented under the demo's step.
+/// Demo step `n`: runs `runbook` on the demo's Etcd in-process with `--yes`, its steps indented under the demo's
+/// step, and says how long it took and how much of that was spent waiting for `waited_on`.
+#[allow(clippy::too_many_arguments)]
 async fn recover(
     pg: &Playground,
-    ns: &str,
-    etcd: &str,
+    out: &mut Out,
+    n: usize,
+    (ns, etcd): (&str, &str),
     runbook: &druidctl::runbook::Runbook,
+    waited_on: &str,
     show_plan: bool,
     stop: CancellationToken,
-) -> anyhow::Result<druidctl::runbook::Summary> {
+) -> anyhow::Result<()> {
+    let t = out.begin(n, &format!("recover: druidctl runbook {} --yes", runbook.name));
     let mut o = RunOptions::new(ns, etcd);
     o.yes = true;
     o.resume_command = format!("druidctl runbook {} -n {ns} {etcd} --resume --yes", runbook.name);
@@ -260,11 +265,18 @@ async fn recover(
     op.show_plan = show_plan;
     let outcome = druidctl::runbook::run(&pg.client(), runbook, &o, &op, stop).await;
     op.finish();
-    match outcome {
-        Ok(Outcome::Completed(s)) => Ok(s),
+    let summary = match outcome {
+        Ok(Outcome::Completed(s)) => s,
         Ok(_) => anyhow::bail!("the recovery was interrupted"),
-        Err(e) => Err(super::runbook::to_cli_error(e)),
-    }
+        Err(e) => return Err(super::runbook::to_cli_error(e)),
+    };
+    out.end("recover (runbook)", t);
+    out.result(&format!(
+        "✓ recovered in {} ({} of it waiting for {waited_on})",
+        human_ms(summary.total_ms),
+        human_ms(summary.waited_ms),
+    ));
+    Ok(())
 }
 
 /// The opening both scenarios share: the playground's Etcd Ready with its members, and what etcd runs as.
@@ -319,14 +331,7 @@ async fn run_space(
     out.result(&format!("✗ the write is refused: {why}"));
     out.result(&format!("  reads still work ({readable} keys read); etcd-druid reports {ready}"));
 
-    let t = out.begin(4, "recover: druidctl runbook space-recovery --yes");
-    let summary = recover(pg, ns, etcd, &SPACE_RECOVERY, args.show_plan, stop).await?;
-    out.end("recover (runbook)", t);
-    out.result(&format!(
-        "✓ recovered in {} ({} of it waiting for etcd)",
-        human_ms(summary.total_ms),
-        human_ms(summary.waited_ms),
-    ));
+    recover(pg, out, 4, (ns, etcd), &SPACE_RECOVERY, "etcd", args.show_plan, stop).await?;
 
     let t = out.begin(5, "write again, and measure the space that came back");
     within("the write", KEYS, async { Ok(client.put("/demo/after-recovery", "written").await?) }).await?;
@@ -397,14 +402,7 @@ async fn run_quorum_loss(
     out.result("✓ 2 of 3 members lost their process and data: quorum is lost");
     out.result("  etcd-druid reports Ready=False (QuorumLost)");
 
-    let t = out.begin(5, "recover: druidctl runbook quorum-loss-recovery --yes");
-    let summary = recover(pg, ns, etcd, &QUORUM_LOSS_RECOVERY, args.show_plan, stop).await?;
-    out.end("recover (runbook)", t);
-    out.result(&format!(
-        "✓ recovered in {} ({} of it waiting for etcd, pods and druid)",
-        human_ms(summary.total_ms),
-        human_ms(summary.waited_ms),
-    ));
+    recover(pg, out, 5, (ns, etcd), &QUORUM_LOSS_RECOVERY, "etcd, pods and druid", args.show_plan, stop).await?;
 
     let t = out.begin(6, "check the keys on every member");
     let mut survived = 0;

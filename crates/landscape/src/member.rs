@@ -162,6 +162,22 @@ const CLIENT_PORT: u16 = 2379;
 /// The key the readiness check reads (any key does: a missing one is an empty, successful read).
 const READY_CHECK_KEY: &str = "/druid/readiness-probe";
 
+/// How long one probe of a running cluster may take: etcd-backup-restore v0.41.2 `pkg/member/member_control.go`
+/// (`EtcdTimeout`, 5 s). A loaded machine answers a linearizable read slowly, not never: a shorter bound would
+/// take a running cluster for none and bootstrap a second one beside it.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether `peer` belongs to a running cluster, as the sidecar's scale-up check asks it (etcd-backup-restore
+/// v0.41.2 `pkg/member/member_control.go` `IsMemberInCluster` → `pkg/miscellaneous/miscellaneous.go` `ProbeEtcd`:
+/// a linearizable Get). A member that knows no leader answers its Maintenance Status at once and is not asked the
+/// Get, which would only wait for a leader: during a first bootstrap the members do not wait on each other.
+async fn probe_running_cluster(peer: &EtcdClient) -> bool {
+    match peer.status().await {
+        Ok(st) if st.leader != 0 => peer.get(READY_CHECK_KEY).await.is_ok(),
+        _ => false,
+    }
+}
+
 impl MemberRuntime {
     /// Creates the runtime for `ns/pod` and starts its loop and its HTTP API.
     pub(crate) async fn spawn(
@@ -500,12 +516,12 @@ impl MemberRuntime {
                 .filter(|(n, _)| *n != me)
                 .map(|(n, u)| {
                     EtcdClient::new(&format!("http://127.0.0.1:{}", ctx.ports(&self.namespace, &pod_of(n, u)).0))
-                        .with_timeout(Duration::from_millis(800))
+                        .with_timeout(PROBE_TIMEOUT)
                 })
                 .collect();
             let mut quorate = None;
             for p in peers {
-                if p.is_healthy().await {
+                if probe_running_cluster(&p).await {
                     quorate = Some(p.with_timeout(Duration::from_secs(3)));
                     break;
                 }
