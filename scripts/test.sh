@@ -34,20 +34,37 @@ fi
 # Tests that need real etcd fail (never skip) when it is missing.
 export DRUIDCTL_REQUIRE_ETCD=1
 
-if ! cargo nextest --version >/dev/null 2>&1; then
-  cargo install cargo-nextest --locked
-fi
-
 profile=default
 [ -n "${CI:-}" ] && profile=ci
 # CI builds once from scratch: incremental state would only take disk (several GiB for this workspace).
 [ -n "${CI:-}" ] && export CARGO_INCREMENTAL=0
 disk() { df -Pk . | awk -v what="$1" 'NR == 2 { printf "test.sh: %s: %.1f GiB free on %s\n", what, $4 / 1048576, $6 }'; }
 disk "before the build"
+
+# cargo-nextest, when missing, is built while the workspace builds: the workspace's last crates (the library, the
+# integration binary) compile one at a time and leave a core idle. It is built as packagers build it, without
+# self-update and its TLS stack (`--no-default-features`), and unoptimised (`--debug`): it only schedules test
+# processes. Together that is about a third of the default install's CPU time.
+nextest_pid=""
+nextest_log="$(mktemp)"
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "test.sh: building cargo-nextest beside the workspace (log: $nextest_log)"
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install cargo-nextest --locked --debug --no-default-features >"$nextest_log" 2>&1 &
+  nextest_pid=$!
+fi
+
 # Benches are measured with `cargo bench`, not run as tests. A failure still lets the external pass below run.
 status=0
 # The README of crates/kube-sim is its crate doc; its example runs as a doctest (nextest runs no doctests).
 cargo test --doc -p kube-sim --quiet || status=$?
+# The same build nextest asks cargo for below, so that nextest finds it done.
+cargo test --workspace --lib --bins --tests --no-run --quiet || status=$?
+if [ -n "$nextest_pid" ] && ! wait "$nextest_pid"; then
+  cat "$nextest_log" >&2
+  echo "test.sh: installing cargo-nextest failed" >&2
+  exit 1
+fi
+rm -f "$nextest_log"
 cargo nextest run --workspace --lib --bins --tests --profile "$profile" "$@" || status=$?
 disk "after the main pass"
 

@@ -16,13 +16,34 @@ use runbook_support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 async fn assert_keys(pg: &landscape::Playground, ns: &str, before: usize) {
+    // One cluster, not a recovered one with a second, empty one bootstrapped beside it.
+    let mut clusters = Vec::new();
+    for m in 0..3 {
+        clusters.push(pg.etcd_client(ns, m).unwrap().status().await.unwrap().cluster_id);
+    }
+    assert!(clusters.iter().all(|c| *c == clusters[0]), "every member in member 0's cluster: {clusters:x?}");
     for m in 0..3 {
         let c = pg.etcd_client(ns, m).unwrap();
-        assert_eq!(
-            c.get_prefix("/before/").await.unwrap().len(),
-            before,
-            "member {m}: every key written before the snapshot is back"
-        );
+        let found = c.get_prefix("/before/").await.unwrap().len();
+        if found != before {
+            // What each member says of itself and of the cluster, and whether the keys come later.
+            let mut seen = Vec::new();
+            for o in 0..3 {
+                let oc = pg.etcd_client(ns, o).unwrap();
+                seen.push(format!(
+                    "member {o} at {}: {:?}; members {:?}",
+                    oc.endpoint(),
+                    oc.status().await,
+                    oc.member_list().await
+                ));
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let later = c.get_prefix("/before/").await.map(|k| k.len());
+            panic!(
+                "member {m}: {found} of the {before} keys written before the snapshot are back (5 s later: {later:?})\n{}",
+                seen.join("\n")
+            );
+        }
         assert!(
             c.get_prefix("/after/").await.unwrap().is_empty(),
             "member {m}: keys written after the last snapshot are lost"
