@@ -44,7 +44,7 @@ disk "before the build"
 # cargo-nextest, when missing, is built while the workspace builds: the workspace's last crates (the library, the
 # integration binary) compile one at a time and leave a core idle. It is built as packagers build it, without
 # self-update and its TLS stack (`--no-default-features`), and unoptimised (`--debug`): it only schedules test
-# processes. Together that is about a third of the default install's CPU time.
+# processes, and fewer crates built without optimisation take less of the CI's time.
 nextest_pid=""
 nextest_log="$(mktemp)"
 if ! cargo nextest --version >/dev/null 2>&1; then
