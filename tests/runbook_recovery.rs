@@ -39,9 +39,25 @@ async fn assert_keys(pg: &landscape::Playground, ns: &str, before: usize) {
             }
             tokio::time::sleep(Duration::from_secs(5)).await;
             let later = c.get_prefix("/before/").await.map(|k| k.len());
+            let member = pg.member(ns, m).unwrap();
+            let etcd_log = std::fs::read_to_string(member.process().config().log_file).unwrap_or_default();
+            let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(pg.client(), ns);
+            let params = kube::api::LogParams { container: Some("backup-restore".into()), ..Default::default() };
+            let sidecar = pods.logs(&format!("etcd-main-{m}"), &params).await.unwrap_or_default();
+            let tail = |text: &str, n: usize| {
+                text.lines().rev().take(n).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+            };
+            let leader_log =
+                std::fs::read_to_string(pg.member(ns, 0).unwrap().process().config().log_file).unwrap_or_default();
+            let last_start = leader_log.rfind("starting an etcd server").unwrap_or(0);
+            let leader_sidecar = pods.logs("etcd-main-0", &params).await.unwrap_or_default();
             panic!(
-                "member {m}: {found} of the {before} keys written before the snapshot are back (5 s later: {later:?})\n{}",
-                seen.join("\n")
+                "member {m}: {found} of the {before} keys written before the snapshot are back (5 s later: {later:?})\n{}\n--- its sidecar:\n{}\n--- its etcd:\n{}\n--- member 0's sidecar:\n{}\n--- member 0's etcd since its last start:\n{}",
+                seen.join("\n"),
+                tail(&sidecar, 40),
+                tail(&etcd_log, 80),
+                tail(&leader_sidecar, 40),
+                leader_log[last_start..].lines().take(70).collect::<Vec<_>>().join("\n")
             );
         }
         assert!(

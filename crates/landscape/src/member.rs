@@ -657,9 +657,25 @@ impl MemberRuntime {
     async fn restore_from_store(&self, ctx: &Ctx) -> Result<(), Blocked> {
         let Some((store, _)) = self.store_and_period().await else { return Ok(()) };
         let Some((full, deltas)) = store.latest_chain() else { return Ok(()) };
-        let cfg = self.process.config();
         self.logs.sidecar(Level::Info, None, &format!("Restoring from base snapshot: {}", full.snap_name));
-        restore_snapshot_with(&ctx.etcd, &store.path(&full), &cfg).await?;
+        // etcd-backup-restore v0.41.2 `pkg/initializer/initializer.go` `restoreCorruptData`: the restore goes into
+        // `<data-dir>.part` on the same volume, which takes the data directory's place only once complete. A restore
+        // cut short (the container stopped, etcdctl failed after writing the database and before the WAL) leaves
+        // no half-written `member/` that a later start would take for a member's data and bootstrap a new cluster
+        // on, keys and all, whose log new members replay without them.
+        let mut cfg = self.process.config();
+        let part = self.data_dir.join("restore.part");
+        remove_dir_if_exists(&part)?;
+        cfg.data_dir = part.clone();
+        if let Err(e) = restore_snapshot_with(&ctx.etcd, &store.path(&full), &cfg).await {
+            let _ = remove_dir_if_exists(&part);
+            return Err(e.into());
+        }
+        let member = self.data_dir.join("member");
+        remove_dir_if_exists(&member)?;
+        let restored = part.join("member");
+        std::fs::rename(&restored, &member).map_err(|e| EtcdError::io_pub("rename", &restored, e))?;
+        remove_dir_if_exists(&part)?;
         self.logs.sidecar(Level::Info, None, "Restoration complete.");
         tracing::info!(pod = %self.pod, snapshot = %full.snap_name, deltas = deltas.len(), "restored from backup");
         let mut s = self.state.lock().expect("state");
