@@ -668,6 +668,7 @@ impl MemberRuntime {
         remove_dir_if_exists(&part)?;
         cfg.data_dir = part.clone();
         if let Err(e) = restore_snapshot_with(&ctx.etcd, &store.path(&full), &cfg).await {
+            self.logs.sidecar(Level::Error, None, &format!("Failed to restore snapshot: {e}"));
             let _ = remove_dir_if_exists(&part);
             return Err(e.into());
         }
