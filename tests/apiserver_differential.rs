@@ -918,6 +918,23 @@ fn kind_steps(k: &Kind, ns: &str) -> Vec<Step> {
             s.push(
                 get(format!("{p} get after scale"), &b).cmp(Cmp::Ptrs(vec!["/spec/replicas", "/metadata/generation"])),
             );
+            let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": k.name(ns, "s")},
+                               "spec": {"replicas": 3}});
+            s.push(req(
+                format!("{p} apply /scale (conflict)"),
+                Method::PATCH,
+                format!("{b}/scale?fieldManager=scaler"),
+                Some(scale.clone()),
+                APPLY,
+            ));
+            s.push(req(
+                format!("{p} apply /scale force"),
+                Method::PATCH,
+                format!("{b}/scale?fieldManager=scaler&force=true"),
+                Some(scale),
+                APPLY,
+            ));
+            s.push(get(format!("{p} managedFields after scale"), &b).cmp(Cmp::Ptrs(vec!["/metadata/managedFields"])));
         }
         s.push(req(format!("{p} delete s"), Method::DELETE, &b, None, JSON).unscored());
     }
@@ -1098,6 +1115,54 @@ fn special_scenarios(ns_for: &mut dyn FnMut(&str) -> String) -> Vec<Scenario> {
             get("deleted pod gone", format!("{pods}/fin")),
             get("list pods by spec.nodeName", format!("{pods}?fieldSelector=spec.nodeName%3D")),
             get("list pods by status.phase", format!("{pods}?fieldSelector=status.phase%3DPending")),
+        ],
+    });
+
+    // Strategic merge patch list order: `$setElementOrder` as kubectl's client-side apply sends it.
+    let ns = ns_for("smporder");
+    let deps = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+    let named = |names: &[&str]| names.iter().map(|n| json!({"name": n})).collect::<Vec<Value>>();
+    let containers =
+        |names: &[&str]| names.iter().map(|n| json!({"name": n, "image": "busybox:1.36"})).collect::<Vec<Value>>();
+    let template_patch = |spec: Value| json!({"spec": {"template": {"spec": spec}}});
+    out.push(Scenario {
+        name: "strategic merge order".into(),
+        ns: ns.clone(),
+        steps: vec![
+            req("SMP order: create deployment a,b,c", Method::POST, &deps,
+                Some(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "x"}},
+                             "template": {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": containers(&["a", "b", "c"])}}}})), JSON)
+                .cmp(Cmp::Ptrs(vec!["/spec/template/spec/containers"])),
+            req("SMP order: $setElementOrder c,a,d with a changed and d new", Method::PATCH, format!("{deps}/d"),
+                Some(template_patch(json!({"$setElementOrder/containers": named(&["c", "a", "d"]),
+                    "containers": [{"name": "a", "image": "busybox:1.37"}, {"name": "d", "image": "busybox:1.36"}]}))), SMP)
+                .cmp(Cmp::Ptrs(vec!["/spec/template/spec/containers"])),
+            req("SMP order: $setElementOrder alone reverses", Method::PATCH, format!("{deps}/d"),
+                Some(template_patch(json!({"$setElementOrder/containers": named(&["d", "c", "b", "a"])}))), SMP)
+                .cmp(Cmp::Ptrs(vec!["/spec/template/spec/containers"])),
+            req("SMP order: patch list against its $setElementOrder (500)", Method::PATCH, format!("{deps}/d"),
+                Some(template_patch(json!({"$setElementOrder/containers": named(&["d", "c", "b", "a"]),
+                    "containers": [{"name": "b", "$setElementOrder/env": named(&["Y", "X"]),
+                                    "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]}]}))), SMP),
+            req("SMP order: $setElementOrder of env inside a container", Method::PATCH, format!("{deps}/d"),
+                Some(template_patch(json!({"$setElementOrder/containers": named(&["d", "c", "b", "a"]),
+                    "containers": [{"name": "b", "$setElementOrder/env": named(&["Y", "X"]),
+                                    "env": [{"name": "Y", "value": "2"}, {"name": "X", "value": "1"}]}]}))), SMP)
+                .cmp(Cmp::Ptrs(vec!["/spec/template/spec/containers"])),
+            req("SMP order: $setElementOrder with a deleted container", Method::PATCH, format!("{deps}/d"),
+                Some(template_patch(json!({"$setElementOrder/containers": named(&["a", "b", "c"]),
+                    "containers": [{"name": "d", "$patch": "delete"}]}))), SMP)
+                .cmp(Cmp::Ptrs(vec!["/spec/template/spec/containers"])),
+            req("SMP order: finalizers against their $setElementOrder (500)", Method::PATCH, format!("{deps}/d"),
+                Some(json!({"metadata": {"$setElementOrder/finalizers": ["example.com/b", "example.com/a"],
+                    "finalizers": ["example.com/a", "example.com/b"]}})), SMP),
+            req("SMP order: finalizers $setElementOrder", Method::PATCH, format!("{deps}/d"),
+                Some(json!({"metadata": {"$setElementOrder/finalizers": ["example.com/b", "example.com/c", "example.com/a"],
+                    "finalizers": ["example.com/b", "example.com/a"]}})), SMP)
+                .cmp(Cmp::Ptrs(vec!["/metadata/finalizers"])),
+            req("SMP order: full answer", Method::PATCH, format!("{deps}/d"),
+                Some(json!({"metadata": {"finalizers": null}})), MERGE),
         ],
     });
 
@@ -1854,7 +1919,17 @@ fn install_crds(kubeconfig: &Path) {
     }
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     kubectl_setup(kubeconfig, &a);
-    kubectl_setup(kubeconfig, &["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"]);
+    // A CRD the apiserver has not given any condition yet makes `kubectl wait` fail at once
+    // (".status.conditions accessor error: <nil>"): wait again until every CRD has its conditions.
+    let wait = ["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"];
+    for _ in 0..20 {
+        let out = Command::new("kubectl").arg("--kubeconfig").arg(kubeconfig).args(wait).output().expect("kubectl");
+        if out.status.success() || !String::from_utf8_lossy(&out.stderr).contains("accessor error") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    kubectl_setup(kubeconfig, &wait);
 }
 
 #[derive(serde::Serialize)]

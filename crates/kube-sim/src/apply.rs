@@ -382,6 +382,10 @@ pub fn set_managers(obj: &mut Value, managers: &[Manager]) {
             if !m.subresource.is_empty() {
                 e["subresource"] = m.subresource.clone().into();
             }
+            // `time` is a pointer: entries of the scale handler have none.
+            if m.time.is_empty() {
+                e.as_object_mut().unwrap().remove("time");
+            }
             e
         })
         .collect();
@@ -476,6 +480,8 @@ pub struct Conflict {
     pub api_version: String,
     /// The field, printed like `.spec.replicas`.
     pub field: String,
+    /// The subresource the other manager wrote through (`scale`), or empty.
+    pub subresource: String,
 }
 
 /// Prints a field path like structured-merge-diff: `.spec.containers[name="etcd"].image`.
@@ -538,6 +544,7 @@ pub fn apply(
                 manager: m.manager.clone(),
                 api_version: if m.operation == "Apply" { String::new() } else { m.api_version.clone() },
                 field: print_path(p),
+                subresource: m.subresource.clone(),
             }));
         }
     }

@@ -237,7 +237,7 @@ impl Ctx<'_> {
     fn ns_key(&self) -> String {
         self.ns.clone().unwrap_or_default()
     }
-    fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         self.rt.api_version(&self.version)
     }
     /// The Go zero value of this kind in the request's version (see [`super::resources::zero_object`]).
@@ -1280,7 +1280,10 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
                             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                         ));
                     }
-                    patch::strategic_merge(&mut new, p).map_err(ApiError::bad_request)?
+                    // kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go
+                    // `interpretStrategicMergePatchError`: an error of the merge itself that is none of
+                    // mergepatch's named ones (the `$setElementOrder` order check) stays a plain 500.
+                    patch::strategic_merge(&mut new, p).map_err(ApiError::plain_500)?
                 }
                 // The patch handler's answer to a content type it does not know
                 // (apiserver pkg/endpoints/handlers/patch.go, `negotiation.NewUnsupportedMediaTypeError`).
@@ -1317,13 +1320,15 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
 /// The 409 of a server-side apply conflict, worded like `NewConflictError` / `getConflictMessage` of
 /// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager/internal/conflict.go`: managers printed
 /// with their version (`"unknown" using v1`), grouped and sorted by that printed name, joined by newlines.
-fn apply_conflict(conflicts: Vec<apply::Conflict>) -> ApiError {
+pub(crate) fn apply_conflict(conflicts: Vec<apply::Conflict>) -> ApiError {
+    // `printManager`: `"m" with subresource "scale"` for a manager of a subresource.
     let printed = |c: &apply::Conflict| {
-        if c.api_version.is_empty() {
+        let who = if c.subresource.is_empty() {
             format!("\"{}\"", c.manager)
         } else {
-            format!("\"{}\" using {}", c.manager, c.api_version)
-        }
+            format!("\"{}\" with subresource \"{}\"", c.manager, c.subresource)
+        };
+        if c.api_version.is_empty() { who } else { format!("{who} using {}", c.api_version) }
     };
     let msg = if conflicts.len() == 1 {
         let c = &conflicts[0];
@@ -1634,7 +1639,8 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             }
         }
         apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut new);
-        if sub.is_none() {
+        // A scale write is an update of the whole object through the parent's strategy (validated alike).
+        if sub.is_none() || sub == Some("scale") {
             if !ctx.rt.crd && !matches!(m, Mutation::Apply(..)) {
                 super::corevalidation::decode_errors(&ctx.rt.group, &ctx.rt.plural, &ctx.rt.kind, &ctx.version, &new)?;
             }
@@ -1687,7 +1693,8 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                     new["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
                 }
             }
-        } else if !matches!(m, Mutation::Apply(..)) {
+        } else if !matches!(m, Mutation::Apply(..)) && sub != Some("scale") {
+            // A write through /scale brings its managedFields computed by the scale handler.
             apply::record_update(
                 Some(&cur),
                 &mut new,
