@@ -158,6 +158,20 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
             cur = cur.entry(tok.clone()).or_insert_with(|| json!({})).as_object_mut().unwrap();
         }
     }
+    // structured-merge-diff `fieldpath/serialize.go`: the `.` marker says that a node is a member besides its
+    // children; a member without children is written as `{}` alone (e.g. `f:spec` after /scale took
+    // `f:spec.f:replicas` from it).
+    fn collapse(m: &mut Map<String, Value>) {
+        for child in m.values_mut() {
+            if let Some(c) = child.as_object_mut() {
+                collapse(c);
+                if c.len() == 1 && c.contains_key(".") {
+                    c.clear();
+                }
+            }
+        }
+    }
+    collapse(&mut root);
     Value::Object(root)
 }
 

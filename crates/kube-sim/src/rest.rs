@@ -1296,6 +1296,9 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
             Ok(new)
         }
         Mutation::Apply(cfg, force) => {
+            if ctx.rt.crd {
+                check_typed_apply(ctx, cfg)?;
+            }
             let mut cfgv = (*cfg).clone();
             if sub == Some("status") {
                 cfgv = json!({"apiVersion": cfgv.get("apiVersion"), "kind": cfgv.get("kind"), "metadata": cfgv.get("metadata"), "status": cfgv.get("status")});
@@ -1314,6 +1317,102 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
                 Err(conflicts) => Err(apply_conflict(conflicts)),
             }
         }
+    }
+}
+
+/// The errors of the field manager's typed conversion of an applied custom resource, before any merge
+/// (kube-apiserver v1.36.2 as the differential test sees it): a body of another kind is 400 `invalid object
+/// type: GVK`; a field the CRD's schema does not declare or a non-numeric value of a numeric field is a plain 500
+/// `failed to create typed patch object (ns/name; GVK): .path: …` (structured-merge-diff `typed` validation;
+/// unknown fields count whatever `fieldValidation` says, as they do not prune here).
+fn check_typed_apply(ctx: &Ctx, cfg: &Value) -> Result<(), ApiError> {
+    let api_version = cfg.get("apiVersion").and_then(|a| a.as_str()).unwrap_or_default();
+    let kind = cfg.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+    let gvk = if api_version.contains('/') {
+        format!("{api_version}, Kind={kind}")
+    } else {
+        format!("/{api_version}, Kind={kind}")
+    };
+    if kind != ctx.rt.kind {
+        return Err(ApiError::bad_request(format!("invalid object type: {gvk}")));
+    }
+    let crd_name = format!("{}.{}", ctx.rt.plural, ctx.rt.group);
+    let Some(schema) = ctx
+        .server
+        .get_object("apiextensions.k8s.io/v1", "customresourcedefinitions", None, &crd_name)
+        .and_then(|crd| {
+            crd.pointer("/spec/versions")?
+                .as_array()?
+                .iter()
+                .find(|v| v.get("name").and_then(|n| n.as_str()) == Some(ctx.version.as_str()))?
+                .pointer("/schema/openAPIV3Schema")
+                .cloned()
+        })
+    else {
+        return Ok(());
+    };
+    let mut top = cfg.clone();
+    if let Some(m) = top.as_object_mut() {
+        for k in ["apiVersion", "kind", "metadata"] {
+            m.remove(k);
+        }
+    }
+    match typed_error(&schema, &top, "") {
+        None => Ok(()),
+        Some(e) => {
+            let md = cfg.get("metadata");
+            let field = |k: &str| md.and_then(|m| m.get(k)).and_then(|v| v.as_str()).unwrap_or_default();
+            Err(ApiError::plain_500(format!(
+                "failed to create typed patch object ({}/{}; {gvk}): {e}",
+                field("namespace"),
+                field("name")
+            )))
+        }
+    }
+}
+
+/// The first value of `v` that the structural `schema` does not admit as a typed value, with its path.
+fn typed_error(schema: &Value, v: &Value, path: &str) -> Option<String> {
+    if v.is_null() {
+        return None;
+    }
+    let got = match v {
+        Value::String(_) => "string",
+        Value::Bool(_) => "bool",
+        Value::Object(_) => "map",
+        Value::Array(_) => "list",
+        _ => "numeric",
+    };
+    match schema.get("type").and_then(|t| t.as_str()) {
+        Some("integer") | Some("number") if got != "numeric" => {
+            Some(format!("{path}: expected numeric (int or float), got {got}"))
+        }
+        Some("object") | None => {
+            let m = v.as_object()?;
+            if schema.get("x-kubernetes-preserve-unknown-fields").and_then(|p| p.as_bool()) == Some(true) {
+                return None;
+            }
+            let props = schema.get("properties").and_then(|p| p.as_object());
+            let extra = schema.get("additionalProperties").filter(|a| a.is_object());
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            for k in keys {
+                let sub = format!("{path}.{k}");
+                match props.and_then(|p| p.get(k.as_str())).or(extra) {
+                    Some(s) => {
+                        if let Some(e) = typed_error(s, &m[k.as_str()], &sub) {
+                            return Some(e);
+                        }
+                    }
+                    None if props.is_some() || schema.get("type").is_some() => {
+                        return Some(format!("{sub}: field not declared in schema"));
+                    }
+                    None => {}
+                }
+            }
+            None
+        }
+        _ => None,
     }
 }
 
@@ -2191,7 +2290,8 @@ pub async fn handle_resource(
         if verb != "create" {
             return error_response(&ApiError::method_not_allowed());
         }
-        return match evict(&ctx, info.name.as_deref().unwrap_or_default()) {
+        let body: Value = serde_json::from_slice(req.body()).unwrap_or(Value::Null);
+        return match evict(&ctx, info.name.as_deref().unwrap_or_default(), &body) {
             Ok(v) => json_response(201, &v),
             Err(e) => error_response(&e),
         };
@@ -2348,7 +2448,17 @@ pub async fn handle_resource(
 
 /// The pod eviction subresource: honours PodDisruptionBudgets (429 when no disruption is allowed),
 /// then deletes the pod and consumes one allowed disruption.
-fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
+// kubernetes pkg/registry/core/pod/storage/eviction.go (`Create`, `checkAndDecrement`,
+// `createTooManyRequestsError`): the name check comes first, more than one budget is a plain 500, a budget whose
+// status has not observed its generation yet is a 429 with a 10 s retry, an allowed eviction records the pod in
+// the budget's `disruptedPods` (not on a dry run).
+fn evict(ctx: &Ctx, name: &str, body: &Value) -> Result<Value, ApiError> {
+    if let Some(n) = body.pointer("/metadata/name").and_then(|n| n.as_str())
+        && !n.is_empty()
+        && n != name
+    {
+        return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
+    }
     let pod = get(ctx, name)?;
     let ns = ctx.ns_key();
     // `canIgnorePDB` (`pkg/registry/core/pod/storage/eviction.go`): a pod that is Pending, Succeeded, Failed or
@@ -2363,29 +2473,52 @@ fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
         let st = ctx.server.inner.state.lock().unwrap();
         st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns)).iter().map(|p| (**p).clone()).collect()
     };
+    let pdbs: Vec<Value> = pdbs
+        .into_iter()
+        .filter(|pdb| {
+            let sel = LabelSelector::from_json(pdb.pointer("/spec/selector").unwrap_or(&Value::Null));
+            !sel.0.is_empty() && sel.matches(&pod)
+        })
+        .collect();
+    if pdbs.len() > 1 {
+        return Err(ApiError::plain_500(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
+    }
+    let disruption_budget_429 = |cause: String, retry: Option<u64>| {
+        let mut e =
+            ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
+        let mut details = json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]});
+        if let Some(r) = retry {
+            details["retryAfterSeconds"] = r.into();
+        }
+        e.details = Some(details);
+        e.retry_after = retry;
+        e
+    };
     for pdb in pdbs {
-        let sel = LabelSelector::from_json(pdb.pointer("/spec/selector").unwrap_or(&Value::Null));
-        if sel.0.is_empty() || !sel.matches(&pod) {
-            continue;
+        let pdb_name = pdb.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+        let observed = pdb.pointer("/status/observedGeneration").and_then(|g| g.as_i64()).unwrap_or(0);
+        let generation = pdb.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(0);
+        if observed < generation {
+            return Err(disruption_budget_429(
+                format!("The disruption budget {pdb_name} is still being processed by the server."),
+                Some(10),
+            ));
         }
         let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(|d| d.as_i64()).unwrap_or(0);
-        let pdb_name = pdb.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
         if allowed < 1 {
             let desired = pdb.pointer("/status/desiredHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
             let current = pdb.pointer("/status/currentHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
-            let mut e = ApiError::new(
-                429,
-                "TooManyRequests",
-                "Cannot evict pod as it would violate the pod's disruption budget.",
-            );
-            e.details = Some(
-                json!({"causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently")}]}),
-            );
-            return Err(e);
+            return Err(disruption_budget_429(
+                format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"),
+                None,
+            ));
         }
         if !ctx.dry_run {
             ctx.server.with_system_ctx("policy", "poddisruptionbudgets", Some(&ns), |pctx| {
-                let patch = json!({"status": {"disruptionsAllowed": allowed - 1}});
+                let patch = json!({"status": {"disruptionsAllowed": allowed - 1,
+                                              "disruptedPods": {name: now()}}});
                 let _ =
                     update(pctx, &pdb_name, Mutation::Patch("application/merge-patch+json", &patch), Some("status"));
             });

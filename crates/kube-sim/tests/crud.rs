@@ -323,17 +323,22 @@ async fn eviction_honours_pod_disruption_budgets() {
     )
     .await
     .unwrap();
+    // A budget whose status has not observed its generation yet refuses every eviction, with a retry.
+    let e = api_err(pods.evict("etcd-0", &Default::default()).await.unwrap_err());
+    assert_eq!((e.code, e.details.map(|d| d.retry_after_seconds)), (429, Some(10)));
     pdbs.patch_status(
         "etcd",
         &PatchParams::default(),
-        &Patch::Merge(
-            json!({"status":{"disruptionsAllowed":1,"currentHealthy":2,"desiredHealthy":1,"expectedPods":2}}),
-        ),
+        &Patch::Merge(json!({"status":{"disruptionsAllowed":1,"currentHealthy":2,"desiredHealthy":1,
+            "expectedPods":2,"observedGeneration":1}})),
     )
     .await
     .unwrap();
     pods.evict("etcd-0", &Default::default()).await.unwrap();
     assert!(pods.get_opt("etcd-0").await.unwrap().is_none());
+    let status = pdbs.get_status("etcd").await.unwrap().status.unwrap();
+    assert_eq!(status.disruptions_allowed, 0);
+    assert!(status.disrupted_pods.unwrap().contains_key("etcd-0"), "the evicted pod is recorded");
     let e = api_err(pods.evict("etcd-1", &Default::default()).await.unwrap_err());
     assert_eq!(
         (e.code, e.message.as_str()),
