@@ -1072,7 +1072,9 @@ pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Va
         // managedFields are computed by the handler before the registry strategy and admission run
         // (apiserver pkg/endpoints/handlers/create.go): what they add is nobody's.
         let mut seen = without_strategy_fields(ctx, &obj);
-        apply::record_update(None, &mut seen, &ctx.manager, &ctx.api_version(), "", &ts, &ctx.zero(), !ctx.rt.crd);
+        let schema = crd_schema(ctx);
+        let shape = shape_of(ctx, schema.as_ref());
+        apply::record_update(None, &mut seen, &ctx.manager, &ctx.api_version(), "", &ts, &ctx.zero(), shape);
         match seen.pointer("/metadata/managedFields") {
             Some(mf) => obj["metadata"]["managedFields"] = mf.clone(),
             None => {
@@ -1299,6 +1301,7 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
             if ctx.rt.crd {
                 check_typed_apply(ctx, cfg)?;
             }
+            let schema = crd_schema(ctx);
             let mut cfgv = (*cfg).clone();
             if sub == Some("status") {
                 cfgv = json!({"apiVersion": cfgv.get("apiVersion"), "kind": cfgv.get("kind"), "metadata": cfgv.get("metadata"), "status": cfgv.get("status")});
@@ -1311,7 +1314,7 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
                 *force,
                 &now(),
                 sub.unwrap_or(""),
-                !ctx.rt.crd,
+                shape_of(ctx, schema.as_ref()),
             ) {
                 Ok(v) => Ok(v),
                 Err(conflicts) => Err(apply_conflict(conflicts)),
@@ -1325,6 +1328,27 @@ fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Re
 /// type: GVK`; a field the CRD's schema does not declare or a non-numeric value of a numeric field is a plain 500
 /// `failed to create typed patch object (ns/name; GVK): .path: …` (structured-merge-diff `typed` validation;
 /// unknown fields count whatever `fieldValidation` says, as they do not prune here).
+/// The structural schema of a custom resource's version (`spec.versions[].schema.openAPIV3Schema` of its CRD).
+fn crd_schema(ctx: &Ctx) -> Option<Value> {
+    if !ctx.rt.crd {
+        return None;
+    }
+    let crd_name = format!("{}.{}", ctx.rt.plural, ctx.rt.group);
+    ctx.server.get_object("apiextensions.k8s.io/v1", "customresourcedefinitions", None, &crd_name).and_then(|crd| {
+        crd.pointer("/spec/versions")?
+            .as_array()?
+            .iter()
+            .find(|v| v.get("name").and_then(|n| n.as_str()) == Some(ctx.version.as_str()))?
+            .pointer("/schema/openAPIV3Schema")
+            .cloned()
+    })
+}
+
+/// The field manager's view of the kind: built-in, or a custom resource with its schema.
+fn shape_of<'a>(ctx: &Ctx, schema: Option<&'a Value>) -> apply::Shape<'a> {
+    if ctx.rt.crd { apply::Shape::Custom(schema) } else { apply::Shape::Builtin }
+}
+
 fn check_typed_apply(ctx: &Ctx, cfg: &Value) -> Result<(), ApiError> {
     let api_version = cfg.get("apiVersion").and_then(|a| a.as_str()).unwrap_or_default();
     let kind = cfg.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
@@ -1336,19 +1360,7 @@ fn check_typed_apply(ctx: &Ctx, cfg: &Value) -> Result<(), ApiError> {
     if kind != ctx.rt.kind {
         return Err(ApiError::bad_request(format!("invalid object type: {gvk}")));
     }
-    let crd_name = format!("{}.{}", ctx.rt.plural, ctx.rt.group);
-    let Some(schema) = ctx
-        .server
-        .get_object("apiextensions.k8s.io/v1", "customresourcedefinitions", None, &crd_name)
-        .and_then(|crd| {
-            crd.pointer("/spec/versions")?
-                .as_array()?
-                .iter()
-                .find(|v| v.get("name").and_then(|n| n.as_str()) == Some(ctx.version.as_str()))?
-                .pointer("/schema/openAPIV3Schema")
-                .cloned()
-        })
-    else {
+    let Some(schema) = crd_schema(ctx) else {
         return Ok(());
     };
     let mut top = cfg.clone();
@@ -1502,9 +1514,10 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                 if cfgv.pointer("/metadata/name").is_none() {
                     cfgv["metadata"]["name"] = name.into();
                 }
-                let mut obj =
-                    apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now(), "", !ctx.rt.crd)
-                        .map_err(|_| ApiError::internal("apply"))?;
+                let schema = crd_schema(ctx);
+                let shape = shape_of(ctx, schema.as_ref());
+                let mut obj = apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now(), "", shape)
+                    .map_err(|_| ApiError::internal("apply"))?;
                 if let Some(md) = obj["metadata"].as_object_mut() {
                     md.remove("resourceVersion");
                 }
@@ -1771,6 +1784,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             new["metadata"]["generation"] = (g + 1).into();
         }
         let ts = now();
+        let schema = crd_schema(ctx);
         if !matches!(m, Mutation::Apply(..)) && ctx.events_api() {
             // The field manager compares the objects in the request's version (`events.k8s.io/v1` names:
             // `note`, `regarding`, `deprecatedSource`), not in the stored core/v1 form.
@@ -1784,7 +1798,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                 sub.unwrap_or(""),
                 &ts,
                 &ctx.zero(),
-                !ctx.rt.crd,
+                shape_of(ctx, schema.as_ref()),
             );
             match ext_new.pointer("/metadata/managedFields") {
                 Some(mf) => new["metadata"]["managedFields"] = mf.clone(),
@@ -1802,7 +1816,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
                 sub.unwrap_or(""),
                 &ts,
                 &ctx.zero(),
-                !ctx.rt.crd,
+                shape_of(ctx, schema.as_ref()),
             );
         }
         new["metadata"]["resourceVersion"] = cur_rv.clone().into();
@@ -2263,7 +2277,7 @@ pub async fn handle_resource(
             "",
             &now(),
             &zero,
-            true,
+            apply::Shape::Builtin,
         );
         return match rbac::review(server, user, &rt, body) {
             Ok(mut v) => {
