@@ -1213,7 +1213,6 @@ fn special_scenarios(ns_for: &mut dyn FnMut(&str) -> String) -> Vec<Scenario> {
     // (server-side field validation), for a custom resource group and a built-in one.
     let ns = ns_for("openapi");
     let druid_doc = "/openapi/v3/apis/druid.gardener.cloud/v1alpha1";
-    let etcd_schema = "/components/schemas/cloud.gardener.druid.v1alpha1.Etcd";
     out.push(Scenario {
         name: "openapi".into(),
         ns,
