@@ -1,7 +1,8 @@
 //! managedFields bookkeeping and server-side apply (an approximation of structured-merge-diff).
 //!
 //! Field sets are sets of paths in fieldsV1 tokens (`f:spec`, `k:{"name":"etcd"}`, `v:"x"`, `.`).
-//! Lists are associative when their field has a known merge key (see [`super::patch::list_merge_key`]),
+//! Lists are associative when their field has a known merge key (see [`super::patch::list_merge_key`]) or, in a
+//! custom resource, `x-kubernetes-list-type: map` (see [`Shape`]),
 //! sets for primitive lists like `metadata.finalizers`, atomic otherwise.
 
 use std::collections::BTreeSet;
@@ -14,6 +15,58 @@ use super::patch::list_merge_key;
 pub type FieldPath = Vec<String>;
 /// A set of owned fields.
 pub type FieldSet = BTreeSet<FieldPath>;
+
+/// What the field manager knows of a kind's structure.
+#[derive(Debug, Clone, Copy)]
+pub enum Shape<'a> {
+    /// A built-in kind: the merge keys and atomic structs of k8s.io/api.
+    Builtin,
+    /// A custom resource with its CRD's structural schema for the version, when known.
+    Custom(Option<&'a Value>),
+}
+
+impl Shape<'_> {
+    /// The schema of `field` under the fields `names` (list fields step into their items).
+    fn schema_at(&self, names: &[String], field: &str) -> Option<&Value> {
+        let Shape::Custom(Some(root)) = self else { return None };
+        let mut cur = *root;
+        for name in names.iter().map(String::as_str).chain(std::iter::once(field)) {
+            if cur.get("type").and_then(|t| t.as_str()) == Some("array") {
+                cur = cur.get("items")?;
+            }
+            cur = cur
+                .get("properties")
+                .and_then(|p| p.get(name))
+                .or_else(|| cur.get("additionalProperties").filter(|a| a.is_object()))?;
+        }
+        Some(cur)
+    }
+
+    /// How a list field merges: `Some(Some(key))` associative, `Some(None)` a set, `None` atomic.
+    // apiextensions: `x-kubernetes-list-type` `map` (keyed by `x-kubernetes-list-map-keys`), `set`, or atomic
+    // (the default of a CRD's lists); object metadata keeps the built-in rules.
+    fn list_key(&self, names: &[String], field: &str) -> Option<Option<String>> {
+        if !matches!(self, Shape::Custom(Some(_))) || names.first().is_some_and(|n| n == "metadata") {
+            return list_merge_key(names, field).map(|k| k.map(String::from));
+        }
+        let s = self.schema_at(names, field)?;
+        match s.get("x-kubernetes-list-type").and_then(|t| t.as_str()) {
+            Some("map") => Some(Some(s.pointer("/x-kubernetes-list-map-keys/0")?.as_str()?.to_string())),
+            Some("set") => Some(None),
+            _ => None,
+        }
+    }
+
+    /// Whether a map is one leaf (`+structType=atomic`/`+mapType=atomic`, `x-kubernetes-map-type: atomic`).
+    fn atomic_map(&self, names: &[String], field: &str) -> bool {
+        match self {
+            Shape::Builtin => atomic_builtin(names, field),
+            Shape::Custom(_) => {
+                self.schema_at(names, field).and_then(|s| s.get("x-kubernetes-map-type")).is_some_and(|t| t == "atomic")
+            }
+        }
+    }
+}
 
 const IGNORED_META: &[&str] = &[
     "name",
@@ -32,14 +85,14 @@ const IGNORED_META: &[&str] = &[
 /// associative list item: the field set of an applied configuration (structured-merge-diff
 /// `typed/tofieldset.go`), for a built-in kind (`builtin`: its atomic structs and maps are leaves) or a custom
 /// resource (every map granular, as without `x-kubernetes-map-type`).
-pub fn fields_of_kind(v: &Value, with_status: bool, builtin: bool) -> FieldSet {
+pub fn fields_of_kind(v: &Value, with_status: bool, shape: Shape) -> FieldSet {
     let mut out = FieldSet::new();
-    walk_fields(v, with_status, builtin, &mut out, &mut FieldSet::new());
+    walk_fields(v, with_status, shape, &mut out, &mut FieldSet::new());
     out
 }
 
-fn walk_fields(v: &Value, with_status: bool, builtin: bool, out: &mut FieldSet, nodes: &mut FieldSet) {
-    let mut w = Walk { builtin, out, nodes };
+fn walk_fields(v: &Value, with_status: bool, shape: Shape, out: &mut FieldSet, nodes: &mut FieldSet) {
+    let mut w = Walk { shape, out, nodes };
     if let Some(m) = v.as_object() {
         for (k, child) in m {
             if k == "apiVersion" || k == "kind" || (k == "status" && !with_status) {
@@ -77,7 +130,7 @@ fn atomic_builtin(names: &[String], field: &str) -> bool {
 }
 
 struct Walk<'a> {
-    builtin: bool,
+    shape: Shape<'a>,
     out: &'a mut FieldSet,
     nodes: &'a mut FieldSet,
 }
@@ -85,7 +138,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     fn collect(&mut self, v: &Value, path: &mut FieldPath, names: &mut Vec<String>, field: &str) {
         match v {
-            Value::Object(_) if self.builtin && atomic_builtin(names, field) => {
+            Value::Object(_) if self.shape.atomic_map(names, field) => {
                 self.out.insert(path.clone());
             }
             Value::Object(m) if !m.is_empty() => {
@@ -98,11 +151,11 @@ impl Walk<'_> {
                 }
                 names.pop();
             }
-            Value::Array(items) if !items.is_empty() => match list_merge_key(names, field) {
-                Some(Some(mk)) if items.iter().all(|i| i.get(mk).is_some()) => {
+            Value::Array(items) if !items.is_empty() => match self.shape.list_key(names, field) {
+                Some(Some(mk)) if items.iter().all(|i| i.get(&mk).is_some()) => {
                     self.nodes.insert(path.clone());
                     for it in items {
-                        path.push(key_token(it, mk));
+                        path.push(key_token(it, &mk));
                         let mut dot = path.clone();
                         dot.push(".".into());
                         self.out.insert(dot);
@@ -158,6 +211,20 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
             cur = cur.entry(tok.clone()).or_insert_with(|| json!({})).as_object_mut().unwrap();
         }
     }
+    // structured-merge-diff `fieldpath/serialize.go`: the `.` marker says that a node is a member besides its
+    // children; a member without children is written as `{}` alone (e.g. `f:spec` after /scale took
+    // `f:spec.f:replicas` from it).
+    fn collapse(m: &mut Map<String, Value>) {
+        for child in m.values_mut() {
+            if let Some(c) = child.as_object_mut() {
+                collapse(c);
+                if c.len() == 1 && c.contains_key(".") {
+                    c.clear();
+                }
+            }
+        }
+    }
+    collapse(&mut root);
     Value::Object(root)
 }
 
@@ -238,6 +305,26 @@ pub fn remove_at(obj: &mut Value, path: &[String]) {
     }
 }
 
+/// Drops the maps and lists above a removed `path` that the removal left empty, like structured-merge-diff's
+/// removing walker (`typed/remove.go`), which keeps a map or list only when something is left in it.
+fn prune_emptied(obj: &mut Value, path: &[String]) {
+    // A `.` path names a list element: its list is two tokens up.
+    let mut end = path.len().saturating_sub(if path.last().is_some_and(|l| l == ".") { 2 } else { 1 });
+    while end > 0 {
+        let parent = &path[..end];
+        let emptied = value_at_mut(obj, parent).is_some_and(|v| match v {
+            Value::Object(m) => m.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        });
+        if !emptied || !parent.last().is_some_and(|t| t.starts_with("f:")) {
+            return;
+        }
+        remove_at(obj, parent);
+        end -= 1;
+    }
+}
+
 fn remove_elem(obj: &mut Value, list_path: &[String], elem: &str) {
     let Some(list) = value_at_mut(obj, list_path).and_then(|l| l.as_array_mut()) else {
         return;
@@ -270,11 +357,11 @@ fn value_at_mut<'a>(obj: &'a mut Value, path: &[String]) -> Option<&'a mut Value
 
 /// Merges an apply configuration into `target`: maps merge, associative lists merge by key,
 /// primitive sets union, other lists and scalars are replaced.
-pub fn merge_applied(target: &mut Value, applied: &Value) {
-    merge_rec(target, applied, &mut Vec::new(), "")
+pub fn merge_applied(target: &mut Value, applied: &Value, shape: Shape) {
+    merge_rec(target, applied, &mut Vec::new(), "", shape)
 }
 
-fn merge_rec(target: &mut Value, applied: &Value, names: &mut Vec<String>, field: &str) {
+fn merge_rec(target: &mut Value, applied: &Value, names: &mut Vec<String>, field: &str, shape: Shape) {
     match applied {
         Value::Object(am) => {
             if !target.is_object() {
@@ -290,19 +377,19 @@ fn merge_rec(target: &mut Value, applied: &Value, names: &mut Vec<String>, field
                     continue;
                 }
                 let t = tm.entry(k.clone()).or_insert(Value::Null);
-                merge_rec(t, av, names, k);
+                merge_rec(t, av, names, k, shape);
             }
             if !field.is_empty() {
                 names.pop();
             }
         }
-        Value::Array(items) => match list_merge_key(names, field) {
-            Some(Some(mk)) if target.is_array() && items.iter().all(|i| i.get(mk).is_some()) => {
+        Value::Array(items) => match shape.list_key(names, field) {
+            Some(Some(mk)) if target.is_array() && items.iter().all(|i| i.get(&mk).is_some()) => {
                 let arr = target.as_array_mut().unwrap();
                 names.push(field.to_string());
                 for it in items {
-                    match arr.iter_mut().find(|x| x.get(mk) == it.get(mk)) {
-                        Some(x) => merge_rec(x, it, names, ""),
+                    match arr.iter_mut().find(|x| x.get(&mk) == it.get(&mk)) {
+                        Some(x) => merge_rec(x, it, names, "", shape),
                         None => arr.push(it.clone()),
                     }
                 }
@@ -382,6 +469,10 @@ pub fn set_managers(obj: &mut Value, managers: &[Manager]) {
             if !m.subresource.is_empty() {
                 e["subresource"] = m.subresource.clone().into();
             }
+            // `time` is a pointer: entries of the scale handler have none.
+            if m.time.is_empty() {
+                e.as_object_mut().unwrap().remove("time");
+            }
             e
         })
         .collect();
@@ -408,12 +499,12 @@ pub fn record_update(
     subresource: &str,
     now: &str,
     zero: &Value,
-    builtin: bool,
+    shape: Shape,
 ) {
     let status = subresource == "status";
     let mut new_fields = FieldSet::new();
     let mut nodes = FieldSet::new();
-    walk_fields(new, status, builtin, &mut new_fields, &mut nodes);
+    walk_fields(new, status, shape, &mut new_fields, &mut nodes);
     if status {
         // A status write records status and metadata (labels/annotations), never spec.
         new_fields.retain(|p| p[0] == "f:status" || p[0] == "f:metadata");
@@ -476,6 +567,8 @@ pub struct Conflict {
     pub api_version: String,
     /// The field, printed like `.spec.replicas`.
     pub field: String,
+    /// The subresource the other manager wrote through (`scale`), or empty.
+    pub subresource: String,
 }
 
 /// Prints a field path like structured-merge-diff: `.spec.containers[name="etcd"].image`.
@@ -507,9 +600,9 @@ pub fn apply(
     force: bool,
     now: &str,
     subresource: &str,
-    builtin: bool,
+    shape: Shape,
 ) -> Result<Value, Vec<Conflict>> {
-    let new_set = fields_of_kind(applied, subresource == "status", builtin);
+    let new_set = fields_of_kind(applied, subresource == "status", shape);
     let mine = |m: &Manager| m.manager == manager && m.operation == "Apply" && m.subresource == subresource;
     let mut managers = managers_of(current.unwrap_or(&Value::Null));
     let base = current.cloned().unwrap_or_else(|| json!({}));
@@ -538,6 +631,7 @@ pub fn apply(
                 manager: m.manager.clone(),
                 api_version: if m.operation == "Apply" { String::new() } else { m.api_version.clone() },
                 field: print_path(p),
+                subresource: m.subresource.clone(),
             }));
         }
     }
@@ -556,10 +650,11 @@ pub fn apply(
                 && others.iter().any(|o| o.len() > p.len() - 1 && o[..p.len() - 1] == p[..p.len() - 1]);
             if !elem_owned_elsewhere {
                 remove_at(&mut obj, p);
+                prune_emptied(&mut obj, p);
             }
         }
     }
-    merge_applied(&mut obj, applied);
+    merge_applied(&mut obj, applied, shape);
     // Shared ownership: other managers keep fields applied with the same value.
     match managers.iter_mut().find(|m| mine(m)) {
         Some(m) => {
@@ -587,16 +682,16 @@ mod tests {
     #[test]
     fn apply_removes_fields_dropped_from_config_and_detects_conflicts() {
         let cfg1 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1","b":"2"}},"data":{"x":"1","y":"2"}});
-        let o1 = apply(None, &cfg1, "mgr", "v1", false, "t", "", true).unwrap();
+        let o1 = apply(None, &cfg1, "mgr", "v1", false, "t", "", Shape::Builtin).unwrap();
         let cfg2 =
             json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"1"}},"data":{"x":"1"}});
-        let o2 = apply(Some(&o1), &cfg2, "mgr", "v1", false, "t", "", true).unwrap();
+        let o2 = apply(Some(&o1), &cfg2, "mgr", "v1", false, "t", "", Shape::Builtin).unwrap();
         assert_eq!(o2["data"], json!({"x":"1"}));
         assert_eq!(o2["metadata"]["labels"], json!({"a":"1"}));
         let cfg3 = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"x":"other"}});
-        let err = apply(Some(&o2), &cfg3, "other", "v1", false, "t", "", true).unwrap_err();
+        let err = apply(Some(&o2), &cfg3, "other", "v1", false, "t", "", Shape::Builtin).unwrap_err();
         assert_eq!(err[0].field, ".data.x");
-        let o3 = apply(Some(&o2), &cfg3, "other", "v1", true, "t", "", true).unwrap();
+        let o3 = apply(Some(&o2), &cfg3, "other", "v1", true, "t", "", Shape::Builtin).unwrap();
         assert_eq!(o3["data"]["x"], "other");
     }
 
@@ -607,7 +702,7 @@ mod tests {
         let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
             "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
                      "nodeSelector": {"k": "v"}}});
-        record_update(None, &mut pod, "kubectl-create", "v1", "", "t", &zero, true);
+        record_update(None, &mut pod, "kubectl-create", "v1", "", "t", &zero, Shape::Builtin);
         let f = &pod["metadata"]["managedFields"][0]["fieldsV1"];
         assert_eq!(f["f:metadata"]["f:labels"], json!({".": {}, "f:a": {}}));
         assert!(f["f:spec"].get(".").is_none(), "{f}");
@@ -620,7 +715,7 @@ mod tests {
         );
         assert_eq!(f["f:spec"]["f:nodeSelector"], json!({}));
         let mut cr = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "x"}, "spec": {"replicas": 1, "backup": {"port": 1}}});
-        record_update(None, &mut cr, "m", "x/v1", "", "t", &json!({}), false);
+        record_update(None, &mut cr, "m", "x/v1", "", "t", &json!({}), Shape::Custom(None));
         let f = &cr["metadata"]["managedFields"][0]["fieldsV1"];
         assert_eq!(f["f:spec"], json!({".": {}, "f:backup": {".": {}, "f:port": {}}, "f:replicas": {}}));
     }
@@ -628,7 +723,7 @@ mod tests {
     #[test]
     fn fields_v1_roundtrip_with_keyed_lists() {
         let o = json!({"spec":{"template":{"spec":{"containers":[{"name":"etcd","image":"x"}]}}}});
-        let s = fields_of_kind(&o, false, true);
+        let s = fields_of_kind(&o, false, Shape::Builtin);
         let v = to_fields_v1(&s);
         assert!(v.pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"etcd\"}/f:image").is_some());
         assert_eq!(from_fields_v1(&v), s);

@@ -287,6 +287,9 @@ pub fn openapi_v3_root(server: &ApiServer) -> Value {
 }
 
 /// Rewrites `$ref`s of a schemars schema (`#/$defs/X`) to `prefix` + X.
+// kube-openapi pkg/spec3 conversion (as served by kube-apiserver v1.36.2): OpenAPI v3 allows no siblings next to
+// a `$ref`, so a reference with a description becomes `{"description": …, "allOf": [{"$ref": …}]}`; Swagger 2.0
+// keeps the siblings.
 fn rewrite_refs(v: &mut Value, prefix: &str) {
     match v {
         Value::Object(m) => {
@@ -294,6 +297,11 @@ fn rewrite_refs(v: &mut Value, prefix: &str) {
                 && let Some(name) = r.strip_prefix("#/$defs/")
             {
                 *r = format!("{prefix}{name}");
+            }
+            // (A `properties` map may have a property named `$ref`, as JSONSchemaProps does: not a reference.)
+            if prefix == V3_PREFIX && m.len() > 1 && m.get("$ref").is_some_and(|r| r.is_string()) {
+                let r = m.remove("$ref").unwrap();
+                m.insert("allOf".into(), json!([{"$ref": r}]));
             }
             for c in m.values_mut() {
                 rewrite_refs(c, prefix);
@@ -348,10 +356,15 @@ fn kind_definitions(server: &ApiServer, t: &ResourceType, version: &str, prefix:
         .unwrap_or_else(|| json!({"type": "object"}));
     let mut schema = schema;
     if let Some(m) = schema.as_object_mut() {
+        // apiextensions-apiserver pkg/controller/openapi/builder/builder.go: `apiVersion` and `kind` get
+        // TypeMeta's definitions, `metadata` a reference to ObjectMeta with the standard description
+        // (`addTypeMetaProperties`, `swaggerPartialObjectMetadataDescriptions`), whatever the CRD's schema says.
         let props = m.entry("properties").or_insert_with(|| json!({}));
-        props["metadata"] = json!({"$ref": format!("{prefix}io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")});
-        props["apiVersion"] = json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."});
-        props["kind"] = json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."});
+        props["metadata"] = json!({"description": METADATA_DESCRIPTION,
+                                   "$ref": format!("{prefix}io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")});
+        rewrite_refs(&mut props["metadata"], prefix);
+        props["apiVersion"] = json!({"type": "string", "description": API_VERSION_DESCRIPTION});
+        props["kind"] = json!({"type": "string", "description": KIND_DESCRIPTION});
         m.insert("x-kubernetes-group-version-kind".into(), gvk);
     }
     let reversed: Vec<&str> = t.group.split('.').rev().collect();
@@ -375,6 +388,15 @@ fn kind_definitions(server: &ApiServer, t: &ResourceType, version: &str, prefix:
     }
     out
 }
+
+/// `$ref` prefix of OpenAPI v3 documents.
+const V3_PREFIX: &str = "#/components/schemas/";
+/// TypeMeta's `apiVersion` description.
+const API_VERSION_DESCRIPTION: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+/// TypeMeta's `kind` description.
+const KIND_DESCRIPTION: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
+/// The standard description of an object's `metadata`.
+const METADATA_DESCRIPTION: &str = "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 /// `/openapi/v2`: a Swagger 2.0 document with the definitions of every served kind (kube-openapi
 /// `pkg/handler`), so clients that read v2 (older kubectl validation) find the schemas.
@@ -400,6 +422,7 @@ pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
     if ts.is_empty() {
         return None;
     }
+    let crd_group = ts.iter().all(|t| t.crd);
     let prefix = if g.is_empty() { format!("/api/{v}") } else { format!("/apis/{g}/{v}") };
     let mut paths = serde_json::Map::new();
     let mut schemas = serde_json::Map::new();
@@ -407,7 +430,7 @@ pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
         if t.create_only {
             continue;
         }
-        for (k, s) in kind_definitions(server, t, v, "#/components/schemas/") {
+        for (k, s) in kind_definitions(server, t, v, V3_PREFIX) {
             schemas.entry(k).or_insert(s);
         }
     }
@@ -430,9 +453,16 @@ pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
             "patch": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "patch", "parameters": params, "responses": {}},
         }));
     }
-    Some(
-        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": server.inner.opts.git_version}, "paths": paths, "components": {"schemas": schemas}}),
-    )
+    // The info of a custom resources' group-version is the CRD builder's (`builder.go` `BuildOpenAPIV3`); the
+    // built-in groups' is kube-apiserver's, with the version as major.minor.
+    let info = if crd_group {
+        json!({"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})
+    } else {
+        let gv = server.inner.opts.git_version.trim_start_matches('v');
+        let minor: Vec<&str> = gv.splitn(3, '.').take(2).collect();
+        json!({"title": "Kubernetes", "version": minor.join(".")})
+    };
+    Some(json!({"openapi": "3.0.0", "info": info, "paths": paths, "components": {"schemas": schemas}}))
 }
 
 #[cfg(test)]

@@ -49,12 +49,27 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
         let keep: Vec<&str> = keep.iter().filter_map(|k| k.as_str()).collect();
         target.as_object_mut().unwrap().retain(|k, _| keep.contains(&k.as_str()));
     }
+    // kubernetes staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go `mergePatchIntoOriginal`: a
+    // `$setElementOrder/<field>` list orders the merged list once more, after the field's own merge: the items
+    // it names in its order, the other items in their live order (`normalizeElementOrder` with the directive
+    // as the patch order and the live list as the server order). The live order is taken before the merge.
+    let mut set_orders: Vec<(String, Vec<Value>, Vec<Value>)> = Vec::new();
     for (k, pv) in pobj {
-        if k == "$retainKeys" || k == "$patch" {
-            continue;
+        let Some(field) = k.strip_prefix("$setElementOrder/") else { continue };
+        let (Some(key), Some(directive)) = (list_merge_key(path, field), pv.as_array()) else { continue };
+        let order: Vec<Value> = directive.iter().map(|x| element_key(x, key)).collect();
+        if let Some(items) = pobj.get(field).and_then(|l| l.as_array()) {
+            check_patch_order(items, directive, &order, key)?;
         }
-        if let Some(field) = k.strip_prefix("$setElementOrder/") {
-            let _ = field; // ordering is advisory; lists keep server order plus appended items
+        let live: Vec<Value> = target
+            .get(field)
+            .and_then(|l| l.as_array())
+            .map(|l| l.iter().map(|x| element_key(x, key)).collect())
+            .unwrap_or_default();
+        set_orders.push((field.to_string(), order, live));
+    }
+    for (k, pv) in pobj {
+        if k == "$retainKeys" || k == "$patch" || k.starts_with("$setElementOrder/") {
             continue;
         }
         if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
@@ -137,7 +152,65 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
             }
         }
     }
+    for (field, order, live) in set_orders {
+        let key = list_merge_key(path, &field).flatten();
+        if let Some(list) = target.get_mut(&field).and_then(|l| l.as_array_mut()) {
+            *list = order_elements(std::mem::take(list), |x| element_key(x, key), &order, &live);
+        }
+    }
     Ok(())
+}
+
+/// kubernetes staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go
+/// `validatePatchWithSetOrderList`: the patch list's items (without those it deletes and directive markers)
+/// must come in the order the `$setElementOrder` list gives them; otherwise a plain error that prints both lists
+/// with Go's `%v`.
+fn check_patch_order(items: &[Value], directive: &[Value], order: &[Value], key: Option<&str>) -> Result<(), String> {
+    let kept: Vec<&Value> =
+        items.iter().filter(|i| key.is_none() || i.get("$patch").and_then(|p| p.as_str()) != Some("delete")).collect();
+    let (mut pi, mut si) = (0, 0);
+    while pi < kept.len() && si < order.len() {
+        if kept[pi].get("$patch").is_some() {
+            pi += 1;
+            continue;
+        }
+        if element_key(kept[pi], key) == order[si] {
+            pi += 1;
+        }
+        si += 1;
+    }
+    if pi < kept.len() && si >= order.len() {
+        return Err(format!(
+            "The order in patch list:\n{}\n doesn't match $setElementOrder list:\n{}\n",
+            go_format(&Value::Array(items.to_vec())),
+            go_format(&Value::Array(directive.to_vec()))
+        ));
+    }
+    Ok(())
+}
+
+/// A decoded JSON value as Go's `fmt` `%v` prints it (maps with sorted keys, `<nil>` for null).
+fn go_format(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!("[{}]", a.iter().map(go_format).collect::<Vec<_>>().join(" ")),
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            format!("map[{}]", keys.iter().map(|k| format!("{k}:{}", go_format(&m[*k]))).collect::<Vec<_>>().join(" "))
+        }
+    }
+}
+
+/// The identity of a list element: its merge key's value, or the element itself in a list of primitives.
+fn element_key(x: &Value, merge_key: Option<&str>) -> Value {
+    match merge_key {
+        Some(mk) => x.get(mk).cloned().unwrap_or(Value::Null),
+        None => x.clone(),
+    }
 }
 
 /// The order of a merged list, as `normalizeElementOrder` / `mergeSortedSlice` of
@@ -145,7 +218,16 @@ fn smp_object(target: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resu
 /// order, the server-only items in their old order, interleaved where both were in the old list; a new item
 /// goes before a server-only item.
 fn normalize_element_order(arr: Vec<Value>, mk: &str, patch_order: &[Value], server_order: &[Value]) -> Vec<Value> {
-    let key = |x: &Value| x.get(mk).cloned().unwrap_or(Value::Null);
+    order_elements(arr, |x| element_key(x, Some(mk)), patch_order, server_order)
+}
+
+/// [`normalize_element_order`] over element identities given by `key`.
+fn order_elements(
+    arr: Vec<Value>,
+    key: impl Fn(&Value) -> Value,
+    patch_order: &[Value],
+    server_order: &[Value],
+) -> Vec<Value> {
     let in_patch = |x: &Value| patch_order.contains(&key(x));
     let mut right: Vec<Value> = Vec::new();
     for k in patch_order {
@@ -213,6 +295,41 @@ mod tests {
         assert_eq!(cs.as_array().unwrap().len(), 2);
         assert_eq!(cs[0]["image"], "a2");
         assert_eq!(cs[0]["env"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn set_element_order_orders_the_merged_list() {
+        let mut t =
+            json!({"spec":{"containers":[{"name":"a","image":"1"},{"name":"b","image":"1"},{"name":"c","image":"1"}]}});
+        // kubectl's client-side apply: the whole wanted order, only the changed item.
+        let p = json!({"spec":{"$setElementOrder/containers":[{"name":"c"},{"name":"a"},{"name":"d"}],
+            "containers":[{"name":"a","image":"2"},{"name":"d","image":"1"}]}});
+        strategic_merge(&mut t, &p).unwrap();
+        let names: Vec<&str> =
+            t["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        // `mergeSortedSlice`: the server-only `b` stays before `c`, which follows it in the live list.
+        assert_eq!(names, ["b", "c", "a", "d"]);
+        assert_eq!(t["spec"]["containers"][2]["image"], "2");
+        assert!(t["spec"].get("$setElementOrder/containers").is_none());
+    }
+
+    #[test]
+    fn set_element_order_refuses_a_patch_list_in_another_order() {
+        let mut t = json!({"metadata":{"finalizers":["a"]},"spec":{"containers":[{"name":"a"}]}});
+        let p = json!({"spec":{"$setElementOrder/containers":[{"name":"b"},{"name":"a"}],
+            "containers":[{"name":"a","env":[{"name":"X","value":"1"}]},{"name":"b"}]}});
+        let e = strategic_merge(&mut t, &p).unwrap_err();
+        assert_eq!(
+            e,
+            "The order in patch list:\n[map[env:[map[name:X value:1]] name:a] map[name:b]]\n doesn't match $setElementOrder list:\n[map[name:b] map[name:a]]\n"
+        );
+        let p = json!({"metadata":{"$setElementOrder/finalizers":["b","a"],"finalizers":["a","b"]}});
+        assert!(strategic_merge(&mut t, &p).is_err());
+        // Deleted items do not count.
+        let p = json!({"spec":{"$setElementOrder/containers":[{"name":"b"}],
+            "containers":[{"name":"a","$patch":"delete"},{"name":"b","image":"x"}]}});
+        strategic_merge(&mut t, &p).unwrap();
+        assert_eq!(t["spec"]["containers"], json!([{"name":"b","image":"x"}]));
     }
 
     #[test]

@@ -129,6 +129,9 @@ pub fn authorize(server: &ApiServer, user: &UserInfo, a: &Attributes) -> (bool, 
 }
 
 /// The 403 of a denied request, with kube-apiserver's message.
+// kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go `Forbidden`: the
+// Status names the resource without its subresource (`schema.GroupResource{Resource: GetResource()}` passed to
+// `apierrors.NewForbidden`), only the reason (`forbiddenMessage`) says `resource "pods/log"`.
 pub fn forbidden(user: &UserInfo, a: &Attributes) -> ApiError {
     let rn = ResourceName { group: &a.group, resource: &a.resource };
     let res = if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
@@ -139,7 +142,7 @@ pub fn forbidden(user: &UserInfo, a: &Attributes) -> ApiError {
     };
     let reason =
         format!("User \"{}\" cannot {} resource \"{}\" in API group \"{}\" {}", user.name, a.verb, res, a.group, scope);
-    let qual = if a.subresource.is_empty() { rn.qualified() } else { format!("{}/{}", rn.qualified(), a.subresource) };
+    let qual = rn.qualified();
     let msg = if a.name.is_empty() {
         format!("{qual} is forbidden: {reason}")
     } else {

@@ -4,6 +4,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use serde_json::{Value, json};
 
+use super::apply::{Conflict, FieldPath, Manager, managers_of, set_managers, value_at};
 use super::rest::{Body, Ctx, Mutation, ResInfo, error_response, json_response, parse_body, update};
 use super::selectors::LabelSelector;
 use super::status::ApiError;
@@ -57,11 +58,13 @@ pub fn handle(ctx: &Ctx, req: &Request<Bytes>, info: &ResInfo, verb: &str, ct: &
     let res = (|| -> Result<Value, ApiError> {
         let cur = super::rest::get(ctx, name)?;
         let cur_scale = to_scale(ctx, &cur);
+        let mut sent = Value::Null;
         let new_scale = match verb {
             "get" => return Ok(cur_scale),
             "update" => parse_body(req.body(), ct)?,
             "patch" => {
                 let p = parse_body(req.body(), ct)?;
+                sent = p.clone();
                 let mut s = cur_scale.clone();
                 match ct {
                     "application/json-patch+json" => {
@@ -96,13 +99,92 @@ pub fn handle(ctx: &Ctx, req: &Request<Bytes>, info: &ResInfo, verb: &str, ct: &
                 )],
             ));
         }
+        let spec_replicas = &ctx.rt.scale.as_ref().unwrap().spec_replicas;
         let mut obj = cur.clone();
-        path_set(&mut obj, &ctx.rt.scale.as_ref().unwrap().spec_replicas, replicas.into());
-        let (stored, _) = update(ctx, name, Mutation::Replace(obj), None)?;
+        path_set(&mut obj, spec_replicas, replicas.into());
+        let apply = ct == "application/apply-patch+yaml";
+        let force = super::rest::parse_query(req.uri().query()).get("force").is_some_and(|f| f == "true");
+        let managers = scale_managers(&cur, &obj, spec_replicas, &ctx.manager, &ctx.api_version(), apply, force)
+            .map_err(super::rest::apply_conflict)?;
+        if apply && ctx.rt.crd {
+            // kube-apiserver v1.36.2 answers an apply to a custom resource's /scale that passes the conflict
+            // check with the CR converter's refusal of the autoscaling/v1 Scale (the field manager converts the
+            // applied object to the CR's version), naming the applied object `namespace/name; GVK`.
+            let md = &sent["metadata"];
+            let str_of = |k: &str| md.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            return Err(ApiError::plain_500(format!(
+                "failed to convert new object ({}/{}; autoscaling/v1, Kind=Scale) to proper version: request to convert CR to an invalid group/version: autoscaling/v1",
+                str_of("namespace"),
+                str_of("name")
+            )));
+        }
+        set_managers(&mut obj, &managers);
+        let (stored, _) = update(ctx, name, Mutation::Replace(obj), Some("scale"))?;
         Ok(to_scale(ctx, &stored))
     })();
     match res {
         Ok(v) => json_response(200, &v),
         Err(e) => error_response(&e),
     }
+}
+
+/// The parent's managedFields after a write of `replicas` through /scale by `manager`.
+// kubernetes staging/src/k8s.io/apimachinery/pkg/util/managedfields/internal/scalehandler.go: the parent's
+// managers that own the replicas field become managers of the Scale (`ToSubresource`, all in autoscaling/v1),
+// the write runs the field manager on the Scale, and `ToParent` maps the result back: a manager that lost
+// `.spec.replicas` has it "stolen" in the parent, the writer owns the parent's replicas path in an entry with
+// `subresource: scale` and the parent's time for that entry, which never has one (no `time`).
+fn scale_managers(
+    cur: &Value,
+    new: &Value,
+    spec_replicas: &str,
+    manager: &str,
+    api_version: &str,
+    apply: bool,
+    force: bool,
+) -> Result<Vec<Manager>, Vec<Conflict>> {
+    let path: FieldPath = spec_replicas.trim_start_matches('.').split('.').map(|s| format!("f:{s}")).collect();
+    let operation = if apply { "Apply" } else { "Update" };
+    let changed = value_at(cur, &path) != value_at(new, &path);
+    let mine = |m: &Manager| m.manager == manager && m.operation == operation && m.subresource == "scale";
+    let mut managers = managers_of(cur);
+    if apply && changed && !force {
+        // structured-merge-diff names the version only of Update managers (`merge/conflict.go`).
+        let conflicts: Vec<Conflict> = managers
+            .iter()
+            .filter(|m| !mine(m) && m.fields.contains(&path))
+            .map(|m| Conflict {
+                manager: m.manager.clone(),
+                api_version: if m.operation == "Apply" { String::new() } else { "autoscaling/v1".into() },
+                field: ".spec.replicas".into(),
+                subresource: m.subresource.clone(),
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            return Err(conflicts);
+        }
+    }
+    if !changed && !apply {
+        return Ok(managers);
+    }
+    if changed {
+        for m in managers.iter_mut().filter(|m| !mine(m)) {
+            m.fields.remove(&path);
+        }
+    }
+    match managers.iter_mut().find(|m| mine(m)) {
+        Some(m) => {
+            m.fields.insert(path);
+            m.api_version = api_version.into();
+        }
+        None => managers.push(Manager {
+            manager: manager.into(),
+            operation: operation.into(),
+            api_version: api_version.into(),
+            subresource: "scale".into(),
+            fields: [path].into_iter().collect(),
+            time: String::new(),
+        }),
+    }
+    Ok(managers)
 }

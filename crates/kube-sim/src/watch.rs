@@ -20,6 +20,16 @@ fn encode(kind: &str, obj: &Value) -> Bytes {
     Bytes::from(v)
 }
 
+/// A bookmark's object: the kind with nothing but `metadata`, or its PartialObjectMetadata.
+fn bookmark(kind: &str, api_version: &str, form: Form, metadata: Value) -> Value {
+    match form {
+        Form::Metadata => {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
+        }
+        _ => json!({"kind": kind, "apiVersion": api_version, "metadata": metadata}),
+    }
+}
+
 /// Serves a watch request.
 pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, form: Form) -> Response<Body> {
     let mut opts = match list_opts(q, &ctx.rt) {
@@ -41,7 +51,12 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
         )]));
     }
     let rv_param = q.get("resourceVersion").cloned().unwrap_or_default();
-    let from_rv = if send_initial || rv_param.is_empty() || rv_param == "0" {
+    // `sendInitialEvents=false` (ListOptions in apimachinery `pkg/apis/meta/v1/types.go`): no synthetic events
+    // for the current objects even without a resourceVersion, the watch starts at the most recent one.
+    let no_initial = q.get("sendInitialEvents").is_some_and(|b| b == "false");
+    let from_rv = if no_initial && (rv_param.is_empty() || rv_param == "0") {
+        Some(ctx.server.resource_version())
+    } else if send_initial || rv_param.is_empty() || rv_param == "0" {
         None
     } else {
         match rv_param.parse::<u64>() {
@@ -129,15 +144,19 @@ pub async fn serve(ctx: &Ctx<'_>, q: &HashMap<String, String>, info: &ResInfo, f
                             }
                         }
                     }
+                    // kube-apiserver v1.36.2 serialises the bookmark's empty ObjectMeta without `creationTimestamp`
+                    // (the zero time is omitted), for built-in kinds and custom resources alike.
+                    // A PartialObjectMetadata watch gets its bookmarks in that form too (the watch encoder converts
+                    // every event object, `handlers/watch.go`).
                     Some(WatchItem::Bookmark(rv)) => {
                         if !bookmarks { continue; }
-                        encode("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": api_version, "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null}}))
+                        encode("BOOKMARK", &bookmark(&rt.kind, &api_version, form, json!({"resourceVersion": rv.to_string()})))
                     }
                     // The cacher sends the end-of-initial-events bookmark only to watchers that allow bookmarks
                     // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`).
                     Some(WatchItem::InitialEnd(_)) if !bookmarks => continue,
-                    Some(WatchItem::InitialEnd(rv)) => encode("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": api_version,
-                        "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null, "annotations": {"k8s.io/initial-events-end": "true"}}})),
+                    Some(WatchItem::InitialEnd(rv)) => encode("BOOKMARK", &bookmark(&rt.kind, &api_version, form,
+                        json!({"resourceVersion": rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}))),
                 },
                 _ = tick.tick(), if bookmarks => {
                     server.inner.state.lock().unwrap().bookmark(id);

@@ -81,6 +81,13 @@ async fn rbac_resource_names_subresources_and_forbidden_messages() {
     );
     let e = status_of(sts.get_scale("x").await.unwrap_err());
     assert_eq!(e.code, 404, "scale is allowed, the object is missing");
+    // A denied subresource: the Status names the resource, only the reason names the subresource.
+    let e = status_of(sts.get_status("x").await.unwrap_err());
+    assert_eq!(
+        e.message,
+        "statefulsets.apps \"x\" is forbidden: User \"bob\" cannot get resource \"statefulsets/status\" in API group \"apps\" in the namespace \"default\""
+    );
+    assert_eq!(e.details.map(|d| d.kind), Some("statefulsets".to_string()));
 
     let ssar: Api<SelfSubjectAccessReview> = Api::all(bob);
     let review = |verb: &str, res: &str, sub: &str, name: &str| {

@@ -138,6 +138,24 @@ async fn generation_bumps_on_spec_changes_only_and_scale_subresource_works() {
     sts.patch_scale("etcd-main", &pp, &Patch::Merge(json!({"spec":{"replicas":5}}))).await.unwrap();
     let s = sts.get("etcd-main").await.unwrap();
     assert_eq!((s.spec.unwrap().replicas, s.metadata.generation), (Some(5), Some(2)));
+    // The replicas field now belongs to the scale writer's own entry, which has no time.
+    let scaled = s.metadata.managed_fields.unwrap().into_iter().find(|m| m.subresource.as_deref() == Some("scale"));
+    let scaled = scaled.expect("an entry of the scale subresource");
+    assert_eq!((scaled.operation.as_deref(), scaled.time.is_none()), (Some("Update"), true));
+    assert_eq!(scaled.fields_v1.unwrap().0, json!({"f:spec":{"f:replicas":{}}}));
+    let applied =
+        json!({"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"etcd-main"},"spec":{"replicas":1}});
+    let e =
+        api_err(sts.patch_scale("etcd-main", &PatchParams::apply("hpa"), &Patch::Apply(&applied)).await.unwrap_err());
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message.contains("conflict with \"")
+            && e.message.contains("with subresource \"scale\" using autoscaling/v1: .spec.replicas"),
+        "{}",
+        e.message
+    );
+    sts.patch_scale("etcd-main", &PatchParams::apply("hpa").force(), &Patch::Apply(&applied)).await.unwrap();
+    assert_eq!(sts.get("etcd-main").await.unwrap().spec.unwrap().replicas, Some(1));
     // Writing status through the main resource is ignored.
     let s2 = sts.patch("etcd-main", &pp, &Patch::Merge(json!({"status":{"readyReplicas":0}}))).await.unwrap();
     assert_eq!(s2.status.unwrap().ready_replicas, Some(2));
@@ -305,17 +323,22 @@ async fn eviction_honours_pod_disruption_budgets() {
     )
     .await
     .unwrap();
+    // A budget whose status has not observed its generation yet refuses every eviction, with a retry.
+    let e = api_err(pods.evict("etcd-0", &Default::default()).await.unwrap_err());
+    assert_eq!((e.code, e.details.map(|d| d.retry_after_seconds)), (429, Some(10)));
     pdbs.patch_status(
         "etcd",
         &PatchParams::default(),
-        &Patch::Merge(
-            json!({"status":{"disruptionsAllowed":1,"currentHealthy":2,"desiredHealthy":1,"expectedPods":2}}),
-        ),
+        &Patch::Merge(json!({"status":{"disruptionsAllowed":1,"currentHealthy":2,"desiredHealthy":1,
+            "expectedPods":2,"observedGeneration":1}})),
     )
     .await
     .unwrap();
     pods.evict("etcd-0", &Default::default()).await.unwrap();
     assert!(pods.get_opt("etcd-0").await.unwrap().is_none());
+    let status = pdbs.get_status("etcd").await.unwrap().status.unwrap();
+    assert_eq!(status.disruptions_allowed, 0);
+    assert!(status.disrupted_pods.unwrap().contains_key("etcd-0"), "the evicted pod is recorded");
     let e = api_err(pods.evict("etcd-1", &Default::default()).await.unwrap_err());
     assert_eq!(
         (e.code, e.message.as_str()),

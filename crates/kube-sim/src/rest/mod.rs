@@ -1,6 +1,10 @@
 //! Request routing and the generic REST handlers (create/get/list/update/patch/delete/deletecollection)
 //! for every resource, plus subresources (status, scale) and the object lifecycle (finalizers,
 //! deletionTimestamp, generation, managedFields).
+//!
+//! The verbs live in their own files as kube-apiserver splits its handlers
+//! (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/{create,get,patch,update,delete}.go`; watches are in
+//! `crate::watch`); routing, request context, validation shared by the verbs and subresources stay here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,7 +20,19 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ResourceName};
 use super::store::Key;
 use super::validation::Scope;
-use super::{ApiServer, UserInfo, apply, gc, patch, rbac};
+use super::{ApiServer, UserInfo, apply, gc, rbac};
+
+mod create;
+mod delete;
+mod get;
+mod patch;
+mod update;
+
+pub use create::*;
+pub use delete::*;
+pub use get::*;
+pub use patch::*;
+pub use update::*;
 
 /// Response body used by both transports.
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
@@ -237,7 +253,7 @@ impl Ctx<'_> {
     fn ns_key(&self) -> String {
         self.ns.clone().unwrap_or_default()
     }
-    fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         self.rt.api_version(&self.version)
     }
     /// The Go zero value of this kind in the request's version (see [`super::resources::zero_object`]).
@@ -801,552 +817,6 @@ fn check_namespace(ctx: &Ctx, name: &str) -> Result<(), ApiError> {
     }
 }
 
-/// Prepares a new object for creation (metadata, defaults, validation) without storing it.
-fn prepare_create(ctx: &Ctx, mut obj: Value) -> Result<Value, ApiError> {
-    if !obj.is_object() {
-        return Err(ApiError::bad_request("the object provided is not a JSON object"));
-    }
-    let want_av = ctx.api_version();
-    match obj.get("apiVersion").and_then(|a| a.as_str()) {
-        Some(av) if av != want_av && !ctx.rt.versions.iter().any(|v| ctx.rt.api_version(v) == av) => {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({av}) does not match the expected API version ({want_av})"
-            )));
-        }
-        _ => {}
-    }
-    match obj.get("kind").and_then(|a| a.as_str()) {
-        Some(k) if k != ctx.rt.kind => return Err(kind_mismatch(ctx, &obj, k)),
-        _ => {}
-    }
-    prune_builtin(ctx, &mut obj)?;
-    if !ctx.rt.crd {
-        super::corevalidation::decode_errors(&ctx.rt.group, &ctx.rt.plural, &ctx.rt.kind, &ctx.version, &obj)?;
-    }
-    obj["apiVersion"] = ctx.rt.api_version(ctx.rt.preferred()).into();
-    obj["kind"] = ctx.rt.kind.clone().into();
-    if !obj.get("metadata").is_some_and(|m| m.is_object()) {
-        obj["metadata"] = json!({});
-    }
-    if ctx.rt.namespaced {
-        let ns = ctx.ns_key();
-        match obj.pointer("/metadata/namespace").and_then(|n| n.as_str()) {
-            Some(n) if !n.is_empty() && n != ns => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-            _ => obj["metadata"]["namespace"] = ns.into(),
-        }
-    } else if let Some(m) = obj["metadata"].as_object_mut() {
-        m.remove("namespace");
-    }
-    let name = obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
-    let name = if name.is_empty() {
-        match obj.pointer("/metadata/generateName").and_then(|n| n.as_str()) {
-            Some(g) if !g.is_empty() => {
-                let mut g = g.to_string();
-                g.truncate(58);
-                format!("{g}{}", generate_suffix())
-            }
-            _ => {
-                return Err(ApiError::invalid(
-                    &ctx.rt.kind,
-                    &ctx.rt.group,
-                    "",
-                    &[(
-                        "FieldValueRequired".into(),
-                        "metadata.name".into(),
-                        "Required value: name or generateName is required".into(),
-                    )],
-                ));
-            }
-        }
-    } else {
-        name
-    };
-    validate_name(&ctx.rt, &name)?;
-    let md = obj["metadata"].as_object_mut().unwrap();
-    md.insert("name".into(), name.clone().into());
-    md.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
-    md.insert("creationTimestamp".into(), now().into());
-    md.remove("deletionTimestamp");
-    md.remove("deletionGracePeriodSeconds");
-    if md.get("resourceVersion").and_then(|r| r.as_str()).is_some_and(|r| !r.is_empty()) {
-        // `rest.BeforeCreate` returns a plain error here (`staging/src/k8s.io/apiserver/pkg/registry/rest/create.go`).
-        return Err(ApiError::plain_500("resourceVersion should not be set on objects to be created"));
-    }
-    md.remove("resourceVersion");
-    md.remove("selfLink");
-    if ctx.rt.crd || generation_tracked(&ctx.rt.group, &ctx.rt.plural) {
-        md.insert("generation".into(), 1.into());
-    } else {
-        md.remove("generation");
-    }
-    // Status is reset on create for kinds with a status subresource (nodes keep it, like kube).
-    if ctx.rt.status
-        && !(ctx.rt.group.is_empty() && ctx.rt.plural == "nodes")
-        && let Some(m) = obj.as_object_mut()
-    {
-        m.remove("status");
-        // The status a new object starts with: the Go zero value of its status type (non-omitempty counters),
-        // as the create strategies reset it (pkg/registry/apps/*/strategy.go, policy/poddisruptionbudget).
-        let zero = match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
-            ("apps", "statefulsets") => Some(json!({"availableReplicas": 0, "replicas": 0})),
-            ("apps", "replicasets") => Some(json!({"replicas": 0})),
-            ("apps", "daemonsets") => Some(
-                json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
-            ),
-            ("apps", "deployments") | ("batch", "jobs") | ("batch", "cronjobs") => Some(json!({})),
-            ("policy", "poddisruptionbudgets") => {
-                Some(json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0}))
-            }
-            ("", "persistentvolumes") => Some(json!({"phase": "Pending"})),
-            _ => None,
-        };
-        if let Some(z) = zero {
-            m.insert("status".into(), z);
-        }
-    }
-    validate_metadata(&ctx.rt, &name, &obj)?;
-    apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut obj);
-    // The StorageObjectInUseProtection admission plugin
-    // (plugin/pkg/admission/storage/storageobjectinuseprotection/admission.go) adds the protection finalizers.
-    let protection = match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
-        ("", "persistentvolumeclaims") => Some("kubernetes.io/pvc-protection"),
-        ("", "persistentvolumes") => Some("kubernetes.io/pv-protection"),
-        _ => None,
-    };
-    if let Some(fin) = protection {
-        let mut fins = finalizers(&obj);
-        if !fins.iter().any(|f| f == fin) {
-            fins.push(fin.into());
-            obj["metadata"]["finalizers"] = json!(fins);
-        }
-    }
-    if ctx.rt.crd {
-        validate_custom(ctx, &mut obj, None, Scope::Main)?;
-    } else {
-        validate_builtin(ctx, &name, &obj)?;
-    }
-    Ok(obj)
-}
-
-/// What create strategies add after managedFields are computed: a Job's generated selector and template labels
-/// (pkg/registry/batch/job/strategy.go `generateSelector`), a DaemonSet's template generation annotation
-/// (pkg/registry/apps/daemonset/strategy.go), a PersistentVolume's phase transition time.
-fn create_strategy_fields(ctx: &Ctx, obj: &mut Value) {
-    let uid = obj.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default().to_string();
-    let name = obj.pointer("/metadata/name").and_then(|u| u.as_str()).unwrap_or_default().to_string();
-    match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
-        ("batch", "jobs") if obj.pointer("/spec/manualSelector").and_then(|m| m.as_bool()) != Some(true) => {
-            if obj.pointer("/spec/selector").is_none() {
-                obj["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
-            }
-            if obj.pointer("/spec/template").is_some() {
-                if obj.pointer("/spec/template/metadata/labels").is_none() {
-                    obj["spec"]["template"]["metadata"]["labels"] = json!({});
-                }
-                if let Some(l) = obj.pointer_mut("/spec/template/metadata/labels").and_then(|l| l.as_object_mut()) {
-                    for (k, v) in [
-                        ("batch.kubernetes.io/controller-uid", &uid),
-                        ("batch.kubernetes.io/job-name", &name),
-                        ("controller-uid", &uid),
-                        ("job-name", &name),
-                    ] {
-                        l.entry(k).or_insert_with(|| v.clone().into());
-                    }
-                }
-                // A Job without labels takes its pod template's labels (`SetDefaults_Job`,
-                // `pkg/apis/batch/v1/defaults.go`), which kube-apiserver 1.36 answers with the generated ones.
-                if obj.pointer("/metadata/labels").and_then(|l| l.as_object()).is_none_or(|l| l.is_empty())
-                    && let Some(tl) = obj.pointer("/spec/template/metadata/labels").cloned()
-                {
-                    obj["metadata"]["labels"] = tl;
-                }
-            }
-        }
-        ("", "nodes") => {
-            // The TaintNodesByCondition admission plugin (plugin/pkg/admission/nodetaint) taints new nodes.
-            let taints = obj["spec"].as_object_mut().map(|s| s.entry("taints").or_insert_with(|| json!([])));
-            if let Some(t) = taints.and_then(|t| t.as_array_mut())
-                && !t.iter().any(|x| x.get("key").and_then(|k| k.as_str()) == Some("node.kubernetes.io/not-ready"))
-            {
-                t.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}));
-            }
-        }
-        ("", "persistentvolumes") => {
-            obj["status"]["lastPhaseTransitionTime"] = now().into();
-        }
-        _ => {}
-    }
-}
-
-/// What kube-apiserver's default admission plugins add to a new pod, after managedFields are computed: `priority`
-/// 0 and `preemptionPolicy` (plugin/pkg/admission/priority), the not-ready/unreachable `NoExecute` tolerations
-/// of 300 s (plugin/pkg/admission/defaulttolerationseconds), and the `qosClass` of its status
-/// (pkg/apis/core/helper/qos).
-fn pod_admission_defaults(obj: &mut Value) {
-    let Some(spec) = obj.get_mut("spec").and_then(|s| s.as_object_mut()) else {
-        return;
-    };
-    spec.entry("priority").or_insert(json!(0));
-    spec.entry("preemptionPolicy").or_insert(json!("PreemptLowerPriority"));
-    let tol = spec.entry("tolerations").or_insert(json!([]));
-    if let Some(t) = tol.as_array_mut() {
-        for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
-            let tolerated = t.iter().any(|x| {
-                (x.get("key").and_then(|k| k.as_str()) == Some(key) || x.get("key").is_none())
-                    && x.get("effect").and_then(|e| e.as_str()).is_none_or(|e| e == "NoExecute")
-            });
-            if !tolerated {
-                t.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
-            }
-        }
-    }
-    let containers: Vec<Value> = spec.get("containers").and_then(|c| c.as_array()).cloned().unwrap_or_default();
-    let res = |c: &Value, kind: &str, r: &str| c.pointer(&format!("/resources/{kind}/{r}")).cloned();
-    let best_effort = containers.iter().all(|c| {
-        c.pointer("/resources/requests").and_then(|r| r.as_object()).is_none_or(|r| r.is_empty())
-            && c.pointer("/resources/limits").and_then(|r| r.as_object()).is_none_or(|r| r.is_empty())
-    });
-    let guaranteed = !containers.is_empty()
-        && containers.iter().all(|c| {
-            ["cpu", "memory"].iter().all(|r| {
-                let l = res(c, "limits", r);
-                l.is_some() && res(c, "requests", r).is_none_or(|q| Some(q) == l)
-            })
-        });
-    let qos = if best_effort {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    };
-    if obj.pointer("/status/qosClass").is_none() {
-        obj["status"]["qosClass"] = qos.into();
-    }
-}
-
-/// `obj` without what registry strategies (`PrepareForCreate`, REST create) and admission plugins add on
-/// create: namespace `spec.finalizers`, Service cluster IPs and IP families, protection finalizers.
-fn without_strategy_fields(ctx: &Ctx, obj: &Value) -> Value {
-    let mut o = obj.clone();
-    match (ctx.rt.group.as_str(), ctx.rt.plural.as_str()) {
-        ("", "namespaces") => {
-            if let Some(spec) = o.get_mut("spec").and_then(|s| s.as_object_mut()) {
-                spec.remove("finalizers");
-            }
-        }
-        ("", "services") => {
-            if let Some(spec) = o.get_mut("spec").and_then(|s| s.as_object_mut()) {
-                // Allocated addresses are the registry's; a headless `clusterIP: None` can only come from the
-                // client, which then owns it.
-                let headless = spec.get("clusterIP").and_then(|c| c.as_str()) == Some("None");
-                for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-                    if !(headless && f == "clusterIP") {
-                        spec.remove(f);
-                    }
-                }
-            }
-        }
-        _ => {}
-    }
-    if let Some(f) = o.pointer_mut("/metadata/finalizers").and_then(|f| f.as_array_mut()) {
-        f.retain(|x| !matches!(x.as_str(), Some("kubernetes.io/pvc-protection" | "kubernetes.io/pv-protection")));
-        if f.is_empty() {
-            o["metadata"].as_object_mut().map(|m| m.remove("finalizers"));
-        }
-    }
-    o
-}
-
-/// Creates an object (the POST handler body).
-pub fn create(ctx: &Ctx, obj: Value, apply_manager: Option<&Value>) -> Result<Value, ApiError> {
-    check_namespace(ctx, obj.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default())?;
-    let mut obj = prepare_create(ctx, obj)?;
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let ts = now();
-    if apply_manager.is_none() {
-        // managedFields are computed by the handler before the registry strategy and admission run
-        // (apiserver pkg/endpoints/handlers/create.go): what they add is nobody's.
-        let mut seen = without_strategy_fields(ctx, &obj);
-        apply::record_update(None, &mut seen, &ctx.manager, &ctx.api_version(), "", &ts, &ctx.zero(), !ctx.rt.crd);
-        match seen.pointer("/metadata/managedFields") {
-            Some(mf) => obj["metadata"]["managedFields"] = mf.clone(),
-            None => {
-                obj["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
-            }
-        }
-    }
-    if !ctx.rt.crd && ctx.rt.group.is_empty() && ctx.rt.plural == "pods" {
-        pod_admission_defaults(&mut obj);
-    }
-    create_strategy_fields(ctx, &mut obj);
-    admit(ctx, AdmissionOperation::Create, None, &name, Some(&obj), None)?;
-    if ctx.events_api() {
-        obj = super::events::to_storage(&obj);
-    }
-    if ctx.rt.plural == "customresourcedefinitions" && ctx.rt.group == "apiextensions.k8s.io" {
-        super::crd::prepare_crd(&mut obj).map_err(|m| {
-            ApiError::invalid(
-                "CustomResourceDefinition",
-                "apiextensions.k8s.io",
-                &name,
-                &[("FieldValueInvalid".into(), "spec".into(), m)],
-            )
-        })?;
-    }
-    let mut st = ctx.server.inner.state.lock().unwrap();
-    if st.get_key(&ctx.key(), &ctx.ns_key(), &name).is_some() {
-        return Err(ApiError::already_exists(&ctx.rname(), &name));
-    }
-    if ctx.dry_run {
-        return Ok(ctx.out(&obj));
-    }
-    let stored = st.commit(&ctx.key(), &ctx.ns_key(), &name, Some(obj));
-    drop(st);
-    super::crd::after_write(ctx.server, &ctx.rt, &stored);
-    Ok(ctx.out(&stored))
-}
-
-/// Reads one object.
-pub fn get(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
-    let st = ctx.server.inner.state.lock().unwrap();
-    st.get_key(&ctx.key(), &ctx.ns_key(), name)
-        .map(|o| ctx.out(&o))
-        .ok_or_else(|| ApiError::not_found(&ctx.rname(), name))
-}
-
-/// List options.
-#[derive(Debug, Default)]
-pub struct ListOpts {
-    /// Label selector.
-    pub labels: LabelSelector,
-    /// Field selector.
-    pub fields: FieldSelector,
-    /// Page size (0 = all).
-    pub limit: usize,
-    /// Continue token.
-    pub cont: Option<String>,
-}
-
-/// One page of a list: items, list resourceVersion, continue token, remaining item count.
-pub type Page = (Vec<Value>, u64, Option<String>, Option<u64>);
-
-/// Lists objects (one page).
-pub fn list_raw(ctx: &Ctx, opts: &ListOpts) -> Result<Page, ApiError> {
-    let st = ctx.server.inner.state.lock().unwrap();
-    let (list_rv, start_after) = match &opts.cont {
-        Some(c) if !c.is_empty() => {
-            let (rv, after) = decode_continue(c).ok_or_else(|| ApiError::bad_request(continue_error(c)))?;
-            let (ns, name) = after.split_once('\u{1}').unwrap_or(("", after.as_str()));
-            (rv, Some((ns.to_string(), name.to_string())))
-        }
-        _ => (st.rv, None),
-    };
-    let mut items = Vec::new();
-    let mut cont = None;
-    let mut remaining = None;
-    let mut iter = st.range_after(&ctx.key(), ctx.ns.as_deref(), start_after);
-    for o in iter.by_ref() {
-        if !opts.labels.matches(o) || !opts.fields.matches(o) {
-            continue;
-        }
-        if opts.limit > 0 && items.len() == opts.limit {
-            let last = items.last().map(|v: &Value| obj_key(v)).unwrap_or_default();
-            cont = Some(encode_continue(list_rv, &last));
-            let rest = 1 + iter.filter(|o| opts.labels.matches(o) && opts.fields.matches(o)).count();
-            remaining = Some(rest as u64);
-            break;
-        }
-        items.push(ctx.out(o));
-    }
-    Ok((items, list_rv, cont, remaining))
-}
-
-fn obj_key(o: &Value) -> String {
-    let ns = o.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or_default();
-    let name = o.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
-    format!("{ns}\u{1}{name}")
-}
-
-fn encode_continue(rv: u64, after: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(serde_json::to_vec(&json!({"v":"meta.k8s.io/v1","rv":rv,"start":after})).unwrap())
-}
-
-/// The message of apiserver `storage/continue.go` `DecodeContinue` for a token that does not decode:
-/// base64 (RawURLEncoding) then JSON errors as Go words them.
-fn continue_error(c: &str) -> String {
-    use base64::Engine;
-    // Go's RawURLEncoding ignores trailing bits.
-    let lenient = base64::engine::GeneralPurpose::new(
-        &base64::alphabet::URL_SAFE,
-        base64::engine::GeneralPurposeConfig::new()
-            .with_decode_allow_trailing_bits(true)
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
-    let inner = match lenient.decode(c) {
-        Err(base64::DecodeError::InvalidByte(at, _)) | Err(base64::DecodeError::InvalidLastSymbol(at, _)) => {
-            format!("illegal base64 data at input byte {at}")
-        }
-        Err(_) => format!("illegal base64 data at input byte {}", c.len()),
-        Ok(raw) => match raw.iter().find(|b| !b.is_ascii_whitespace()) {
-            Some(&b) if !matches!(b, b'{' | b'[' | b'"' | b't' | b'f' | b'n' | b'-' | b'0'..=b'9') => {
-                let ch = if (0x20..0x7f).contains(&b) && b != b'\'' {
-                    (b as char).to_string()
-                } else {
-                    format!("\\u{:04x}", b)
-                };
-                format!("invalid character '{ch}' looking for beginning of value")
-            }
-            _ => "incorrect encoded start resourceVersion (version meta.k8s.io/v1)".to_string(),
-        },
-    };
-    format!("invalid continue token: continue key is not valid: {inner}")
-}
-
-fn decode_continue(c: &str) -> Option<(u64, String)> {
-    use base64::Engine;
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c.trim_end_matches('=')).ok()?;
-    let v: Value = serde_json::from_slice(&raw).ok()?;
-    Some((v.get("rv")?.as_u64()?, v.get("start")?.as_str()?.to_string()))
-}
-
-/// Lists objects as a `<Kind>List`.
-pub fn list(ctx: &Ctx, opts: &ListOpts) -> Result<Value, ApiError> {
-    let (items, rv, cont, remaining) = list_raw(ctx, opts)?;
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = c.into();
-    } else if ctx.rt.crd {
-        // Unstructured list metadata always carries `continue` (apimachinery unstructured.UnstructuredList).
-        meta["continue"] = "".into();
-    }
-    // The storage counts the remaining items only for lists without selectors
-    // (apiserver pkg/storage/etcd3/store.go `GetList`: `if pred.Empty()`).
-    if let Some(r) = remaining
-        && opts.labels.0.is_empty()
-        && opts.fields.0.is_empty()
-    {
-        meta["remainingItemCount"] = r.into();
-    }
-    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": items}))
-}
-
-/// How an update body is produced from the current object.
-pub enum Mutation<'a> {
-    /// PUT with a full object.
-    Replace(Value),
-    /// PATCH (content type, body).
-    Patch(&'a str, &'a Value),
-    /// Server-side apply (config, force).
-    Apply(&'a Value, bool),
-}
-
-fn apply_mutation(ctx: &Ctx, cur: &Value, m: &Mutation, sub: Option<&str>) -> Result<Value, ApiError> {
-    let mut new = ctx.out(cur);
-    match m {
-        Mutation::Replace(v) => Ok(v.clone()),
-        Mutation::Patch(ct, p) => {
-            match *ct {
-                "application/merge-patch+json" => patch::merge_patch(&mut new, p),
-                "application/json-patch+json" => {
-                    patch::json_patch(&mut new, p).map_err(|e| {
-                        if e.contains("test") || e.contains("Test") || e.contains("did not match") {
-                            // A failed `test` operation (apiserver pkg/endpoints/handlers/patch.go →
-                            // errors.NewInvalid without causes).
-                            let mut err = ApiError::new(
-                                422,
-                                "Invalid",
-                                "the server rejected our request due to an error in our request",
-                            );
-                            err.details = Some(json!({}));
-                            err
-                        } else {
-                            ApiError::new(422, "Invalid", e)
-                        }
-                    })?;
-                }
-                "application/strategic-merge-patch+json" => {
-                    if ctx.rt.crd {
-                        // Custom resources have no strategic merge patch (apiserver pkg/endpoints/handlers/patch.go).
-                        return Err(ApiError::new(
-                            415,
-                            "UnsupportedMediaType",
-                            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
-                        ));
-                    }
-                    patch::strategic_merge(&mut new, p).map_err(ApiError::bad_request)?
-                }
-                // The patch handler's answer to a content type it does not know
-                // (apiserver pkg/endpoints/handlers/patch.go, `negotiation.NewUnsupportedMediaTypeError`).
-                _ => {
-                    let mut e = ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type");
-                    e.details = Some(json!({}));
-                    return Err(e);
-                }
-            }
-            Ok(new)
-        }
-        Mutation::Apply(cfg, force) => {
-            let mut cfgv = (*cfg).clone();
-            if sub == Some("status") {
-                cfgv = json!({"apiVersion": cfgv.get("apiVersion"), "kind": cfgv.get("kind"), "metadata": cfgv.get("metadata"), "status": cfgv.get("status")});
-            }
-            match apply::apply(
-                Some(&new),
-                &cfgv,
-                &ctx.manager,
-                &ctx.api_version(),
-                *force,
-                &now(),
-                sub.unwrap_or(""),
-                !ctx.rt.crd,
-            ) {
-                Ok(v) => Ok(v),
-                Err(conflicts) => Err(apply_conflict(conflicts)),
-            }
-        }
-    }
-}
-
-/// The 409 of a server-side apply conflict, worded like `NewConflictError` / `getConflictMessage` of
-/// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager/internal/conflict.go`: managers printed
-/// with their version (`"unknown" using v1`), grouped and sorted by that printed name, joined by newlines.
-fn apply_conflict(conflicts: Vec<apply::Conflict>) -> ApiError {
-    let printed = |c: &apply::Conflict| {
-        if c.api_version.is_empty() {
-            format!("\"{}\"", c.manager)
-        } else {
-            format!("\"{}\" using {}", c.manager, c.api_version)
-        }
-    };
-    let msg = if conflicts.len() == 1 {
-        let c = &conflicts[0];
-        format!("Apply failed with 1 conflict: conflict with {}: {}", printed(c), c.field)
-    } else {
-        let mut by: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
-        for c in &conflicts {
-            by.entry(printed(c)).or_default().push(c.field.clone());
-        }
-        let mut lines = Vec::new();
-        for (m, fs) in by {
-            lines.push(format!("conflicts with {m}:"));
-            lines.extend(fs.into_iter().map(|f| format!("- {f}")));
-        }
-        format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
-    };
-    let causes = conflicts
-        .iter()
-        .map(|c| json!({"reason":"FieldManagerConflict","message":format!("conflict with {}", printed(c)),"field":c.field}))
-        .collect();
-    ApiError::apply_conflict(msg, causes)
-}
-
 /// A body of another kind. Built-in kinds fail in the codec's conversion to the internal type
 /// (`runtime.Scheme.Convert` in `staging/src/k8s.io/apimachinery/pkg/runtime/scheme.go`, wrapped by the
 /// handlers' "cannot be handled as" decoding error); custom resources compare the kinds.
@@ -1364,496 +834,6 @@ fn kind_mismatch(ctx: &Ctx, obj: &Value, kind: &str) -> ApiError {
         "{kind} in version \"{version}\" cannot be handled as a {want}: converting ({version}.{kind}) to ({internal}.{want}): unknown conversion",
         want = ctx.rt.kind
     ))
-}
-
-/// Updates an object through a mutation (PUT / PATCH / apply), on the main resource or `status`.
-pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(Value, bool), ApiError> {
-    // The update handler decodes the body first (`handlers/update.go`): a MicroTime or base64 value that does not
-    // decode is 400 BadRequest, before the name, the resourceVersion or anything in the store is looked at.
-    if let Mutation::Replace(body) = &m
-        && !ctx.rt.crd
-    {
-        super::corevalidation::decode_errors(&ctx.rt.group, &ctx.rt.plural, &ctx.rt.kind, &ctx.version, body)?;
-    }
-    // The update handler compares the body's name with the URL before it reads the store
-    // (`checkName` in `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/update.go` / `rest.go`).
-    if let Mutation::Replace(body) = &m
-        && let Some(n) = body.pointer("/metadata/name").and_then(|n| n.as_str())
-        && n != name
-    {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({n}) does not match the name on the URL ({name})"
-        )));
-    }
-    for _attempt in 0..16 {
-        let cur = {
-            let st = ctx.server.inner.state.lock().unwrap();
-            st.get_key(&ctx.key(), &ctx.ns_key(), name)
-        };
-        let Some(cur) = cur else {
-            if let Mutation::Apply(cfg, _) = &m
-                && sub.is_none()
-            {
-                let mut cfgv = (*cfg).clone();
-                if cfgv.pointer("/metadata/name").is_none() {
-                    cfgv["metadata"]["name"] = name.into();
-                }
-                let mut obj =
-                    apply::apply(None, &cfgv, &ctx.manager, &ctx.api_version(), true, &now(), "", !ctx.rt.crd)
-                        .map_err(|_| ApiError::internal("apply"))?;
-                if let Some(md) = obj["metadata"].as_object_mut() {
-                    md.remove("resourceVersion");
-                }
-                return create(ctx, obj, Some(cfg)).map(|o| (o, true));
-            }
-            // `AllowCreateOnUpdate() == true`: PUT creates Leases, Events and Endpoints
-            // (pkg/registry/coordination/lease/strategy.go, core/event/strategy.go, core/endpoint/strategy.go).
-            if let Mutation::Replace(body) = &m
-                && sub.is_none()
-                && !ctx.rt.crd
-                && matches!(
-                    (ctx.rt.group.as_str(), ctx.rt.plural.as_str()),
-                    ("coordination.k8s.io", "leases")
-                        | ("", "events")
-                        | ("events.k8s.io", "events")
-                        | ("", "endpoints")
-                )
-            {
-                let mut body = body.clone();
-                if let Some(md) = body.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                    md.remove("resourceVersion");
-                }
-                return create(ctx, body, None).map(|o| (o, true));
-            }
-            return Err(ApiError::not_found(&ctx.rname(), name));
-        };
-        let mut new = apply_mutation(ctx, &cur, &m, sub)?;
-        if !new.is_object() {
-            return Err(ApiError::bad_request("the object provided is not a JSON object"));
-        }
-        if !matches!(m, Mutation::Apply(..)) {
-            prune_builtin(ctx, &mut new)?;
-        }
-        if ctx.events_api() {
-            new = super::events::to_storage(&new);
-        }
-        // Preconditions and immutable metadata.
-        let body_rv = new.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
-        let cur_rv = cur.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_string();
-        let explicit_rv = match &m {
-            Mutation::Replace(_) => !body_rv.is_empty(),
-            Mutation::Patch(..) | Mutation::Apply(..) => !body_rv.is_empty() && body_rv != cur_rv,
-        };
-        if explicit_rv && body_rv != cur_rv {
-            return Err(ApiError::conflict(&ctx.rname(), name));
-        }
-        // Strategies with `AllowUnconditionalUpdate() == false` (custom resources:
-        // apiextensions-apiserver pkg/registry/customresource/strategy.go; Leases:
-        // pkg/registry/coordination/lease/strategy.go) need a resourceVersion on PUT
-        // (generic/registry/store.go `Update`).
-        if matches!(m, Mutation::Replace(_))
-            && body_rv.is_empty()
-            && (ctx.rt.crd
-                || matches!(
-                    (ctx.rt.group.as_str(), ctx.rt.plural.as_str()),
-                    ("coordination.k8s.io", "leases") | ("policy", "poddisruptionbudgets")
-                ))
-        {
-            // A custom resource's body was decoded (and its unknown fields warned about) before the store
-            // rejects the update (`staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/customresource_handler.go`,
-            // `unstructuredDecoder`).
-            if ctx.rt.crd
-                && ctx.warn_unknown
-                && !ctx.strict
-                && let Some(v) = ctx.rt.validators.get(&ctx.version).or_else(|| ctx.rt.validators.values().next())
-            {
-                let mut pruned = new.clone();
-                v.default_and_prune(&mut pruned);
-                let mut unknown = Vec::new();
-                pruned_paths(&new, &pruned, "", &mut unknown);
-                for p in unknown {
-                    add_warning(format!("unknown field \"{p}\""));
-                }
-            }
-            return Err(ApiError::invalid(
-                &ctx.rt.plural,
-                &ctx.rt.group,
-                name,
-                &[(
-                    "FieldValueInvalid".into(),
-                    "metadata.resourceVersion".into(),
-                    "Invalid value: 0: must be specified for an update".into(),
-                )],
-            ));
-        }
-        let cur_uid = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
-        if let Some(uid) = new.pointer("/metadata/uid").and_then(|u| u.as_str())
-            && !uid.is_empty()
-            && uid != cur_uid
-        {
-            // storage.Preconditions.Check (`staging/src/k8s.io/apiserver/pkg/storage/interfaces.go`), turned into a
-            // Conflict on the resource by `storeerr.InterpretUpdateError`.
-            let rname = ctx.rname();
-            let mut e = ApiError::conflict(&rname, name);
-            e.message = format!(
-                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}",
-                rname.qualified()
-            );
-            return Err(e);
-        }
-        if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
-            && n != name
-        {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )));
-        }
-        if let Some(k) = new.get("kind").and_then(|k| k.as_str())
-            && k != ctx.rt.kind
-        {
-            return Err(kind_mismatch(ctx, &new, k));
-        }
-        if ctx.rt.namespaced
-            && let Some(n) = new.pointer("/metadata/namespace").and_then(|n| n.as_str())
-            && !n.is_empty()
-            && n != ctx.ns_key()
-        {
-            return Err(ApiError::bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request",
-            ));
-        }
-        new["apiVersion"] = cur["apiVersion"].clone();
-        new["kind"] = cur["kind"].clone();
-        if !new.get("metadata").is_some_and(|m| m.is_object()) {
-            new["metadata"] = json!({});
-        }
-        for f in [
-            "name",
-            "namespace",
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-        ] {
-            match cur["metadata"].get(f) {
-                Some(v) => new["metadata"][f] = v.clone(),
-                None => {
-                    new["metadata"].as_object_mut().unwrap().remove(f);
-                }
-            }
-        }
-        // A deleting object cannot gain new finalizers (kube: Forbidden), but may drop them.
-        if cur.pointer("/metadata/deletionTimestamp").is_some() {
-            let old_f = finalizers(&cur);
-            let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !old_f.contains(f)).collect();
-            if !added.is_empty() {
-                // `ValidateObjectMetaUpdate` (`staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go`)
-                // prints the new finalizers with Go's `%#v`. Built-in kinds run it twice: once in
-                // `rest.BeforeUpdate`'s common checks and once in their own `ValidateUpdate`.
-                let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
-                let cause = (
-                    "FieldValueForbidden".to_string(),
-                    "metadata.finalizers".to_string(),
-                    format!(
-                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                        list.join(", ")
-                    ),
-                );
-                let causes = if ctx.rt.crd { vec![cause] } else { vec![cause.clone(), cause] };
-                return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes));
-            }
-        }
-        match sub {
-            Some("status") if !ctx.rt.crd => {
-                // Built-in status strategies reset only the spec-like fields and ownerReferences
-                // (pkg/registry/*/strategy.go `GetResetFields` of the status strategies): label, annotation and
-                // finalizer changes made through /status are kept.
-                let mut merged = new.clone();
-                let keep: Vec<String> = cur
-                    .as_object()
-                    .map(|o| o.keys().filter(|k| *k != "status" && *k != "metadata").cloned().collect())
-                    .unwrap_or_default();
-                if let Some(mo) = merged.as_object_mut() {
-                    mo.retain(|k, _| k == "status" || k == "metadata" || k == "apiVersion" || k == "kind");
-                }
-                for k in keep {
-                    merged[&k] = cur[&k].clone();
-                }
-                match cur.pointer("/metadata/ownerReferences") {
-                    Some(o) => merged["metadata"]["ownerReferences"] = o.clone(),
-                    None => {
-                        merged["metadata"].as_object_mut().unwrap().remove("ownerReferences");
-                    }
-                }
-                // The Deployment status strategy also keeps the old labels (`deploymentStatusStrategy.PrepareForUpdate`
-                // in `pkg/registry/apps/deployment/strategy.go`).
-                if ctx.rt.group == "apps" && ctx.rt.plural == "deployments" {
-                    match cur.pointer("/metadata/labels") {
-                        Some(l) => merged["metadata"]["labels"] = l.clone(),
-                        None => {
-                            merged["metadata"].as_object_mut().unwrap().remove("labels");
-                        }
-                    }
-                }
-                new = merged;
-            }
-            Some("status") => {
-                // Custom resources keep only status (apiextensions-apiserver pkg/registry/customresource/
-                // status_strategy.go `PrepareForUpdate` copies the old object and sets status and managedFields).
-                let st = new.get("status").cloned();
-                let mut merged = (*cur).clone();
-                match st {
-                    Some(s) => merged["status"] = s,
-                    None => {
-                        merged.as_object_mut().unwrap().remove("status");
-                    }
-                }
-                // Status writes keep metadata except managedFields bookkeeping.
-                if matches!(m, Mutation::Apply(..)) {
-                    match new.pointer("/metadata/managedFields") {
-                        Some(mf) => merged["metadata"]["managedFields"] = mf.clone(),
-                        None => {
-                            if let Some(md) = merged["metadata"].as_object_mut() {
-                                md.remove("managedFields");
-                            }
-                        }
-                    }
-                }
-                new = merged;
-            }
-            _ => {
-                if ctx.rt.status {
-                    match cur.get("status") {
-                        Some(s) => new["status"] = s.clone(),
-                        None => {
-                            new.as_object_mut().unwrap().remove("status");
-                        }
-                    }
-                }
-            }
-        }
-        apply_builtin_defaults(&ctx.rt.group, &ctx.rt.plural, &mut new);
-        if sub.is_none() {
-            if !ctx.rt.crd && !matches!(m, Mutation::Apply(..)) {
-                super::corevalidation::decode_errors(&ctx.rt.group, &ctx.rt.plural, &ctx.rt.kind, &ctx.version, &new)?;
-            }
-            check_immutable(ctx, name, &cur, &new)?;
-            validate_metadata(&ctx.rt, name, &new)?;
-            if !ctx.rt.crd {
-                let out = ctx.out(&new);
-                validate_builtin(ctx, name, &out)?;
-            }
-        }
-        if ctx.rt.crd {
-            let scope = if sub == Some("status") { Scope::Status } else { Scope::Main };
-            let old_out = ctx.out(&cur);
-            new["apiVersion"] = ctx.api_version().into();
-            validate_custom(ctx, &mut new, Some(&old_out), scope)?;
-            new["apiVersion"] = cur["apiVersion"].clone();
-        }
-        // A Deployment's annotation change bumps its generation too, since annotations are copied to its
-        // ReplicaSets (`deploymentStrategy.PrepareForUpdate` in `pkg/registry/apps/deployment/strategy.go`).
-        let annotations_bump = !ctx.rt.crd
-            && ctx.rt.group == "apps"
-            && ctx.rt.plural == "deployments"
-            && new.pointer("/metadata/annotations") != cur.pointer("/metadata/annotations");
-        if (ctx.rt.crd || generation_tracked(&ctx.rt.group, &ctx.rt.plural))
-            && sub != Some("status")
-            && (strip_status_for_spec(&new) != strip_status_for_spec(&cur) || annotations_bump)
-        {
-            let g = cur.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(0);
-            new["metadata"]["generation"] = (g + 1).into();
-        }
-        let ts = now();
-        if !matches!(m, Mutation::Apply(..)) && ctx.events_api() {
-            // The field manager compares the objects in the request's version (`events.k8s.io/v1` names:
-            // `note`, `regarding`, `deprecatedSource`), not in the stored core/v1 form.
-            let mut ext_new = super::events::to_external(&new);
-            let ext_cur = super::events::to_external(&cur);
-            apply::record_update(
-                Some(&ext_cur),
-                &mut ext_new,
-                &ctx.manager,
-                &ctx.api_version(),
-                sub.unwrap_or(""),
-                &ts,
-                &ctx.zero(),
-                !ctx.rt.crd,
-            );
-            match ext_new.pointer("/metadata/managedFields") {
-                Some(mf) => new["metadata"]["managedFields"] = mf.clone(),
-                None => {
-                    new["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
-                }
-            }
-        } else if !matches!(m, Mutation::Apply(..)) {
-            apply::record_update(
-                Some(&cur),
-                &mut new,
-                &ctx.manager,
-                &ctx.api_version(),
-                sub.unwrap_or(""),
-                &ts,
-                &ctx.zero(),
-                !ctx.rt.crd,
-            );
-        }
-        new["metadata"]["resourceVersion"] = cur_rv.clone().into();
-        if new == *cur {
-            // No-op updates do not bump the resourceVersion (like kube-apiserver).
-            return Ok((ctx.out(&cur), false));
-        }
-        admit(ctx, AdmissionOperation::Update, sub, name, Some(&new), Some(&cur))?;
-        let mut st = ctx.server.inner.state.lock().unwrap();
-        let now_cur = st.get_key(&ctx.key(), &ctx.ns_key(), name);
-        if now_cur.as_ref().map(|c| c.pointer("/metadata/resourceVersion").cloned())
-            != Some(Some(Value::String(cur_rv.clone())))
-        {
-            if matches!(m, Mutation::Replace(_)) && explicit_rv {
-                return Err(ApiError::conflict(&ctx.rname(), name));
-            }
-            continue; // retry like GuaranteedUpdate
-        }
-        if ctx.dry_run {
-            return Ok((ctx.out(&new), false));
-        }
-        let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
-        let spec_fins_done = !(ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces")
-            || new.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
-        if deleting && finalizers(&new).is_empty() && spec_fins_done {
-            let out = ctx.out(&new);
-            st.commit(&ctx.key(), &ctx.ns_key(), name, None);
-            drop(st);
-            super::crd::after_remove(ctx.server, &ctx.rt, &new);
-            gc::after_delete(ctx.server);
-            return Ok((out, false));
-        }
-        let stored = st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new));
-        drop(st);
-        super::crd::after_write(ctx.server, &ctx.rt, &stored);
-        if deleting {
-            gc::after_delete(ctx.server);
-        }
-        return Ok((ctx.out(&stored), false));
-    }
-    Err(ApiError::conflict(&ctx.rname(), name))
-}
-
-/// `metadata.finalizers`.
-pub fn finalizers(o: &Value) -> Vec<String> {
-    o.pointer("/metadata/finalizers")
-        .and_then(|f| f.as_array())
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-        .unwrap_or_default()
-}
-
-/// Delete options.
-#[derive(Debug, Default, Clone)]
-pub struct DeleteOpts {
-    /// `Background`, `Foreground` or `Orphan`.
-    pub propagation: Option<String>,
-    /// Precondition uid.
-    pub uid: Option<String>,
-    /// Precondition resourceVersion.
-    pub rv: Option<String>,
-    /// `gracePeriodSeconds`.
-    pub grace: Option<i64>,
-}
-
-/// `409 Conflict` for a delete precondition that does not match the stored object, as `rest.BeforeDelete`
-/// (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`) words it: the resource is named by its Kind.
-fn precondition_failed(ctx: &Ctx, name: &str, uid: bool, want: &str, have: &str) -> ApiError {
-    let kind = ResourceName { group: &ctx.rt.group, resource: &ctx.rt.kind };
-    let why = if uid {
-        format!(
-            "the UID in the precondition ({want}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
-        )
-    } else {
-        format!(
-            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({have}). The object might have been modified"
-        )
-    };
-    let mut e = ApiError::conflict(&kind, name);
-    e.message = format!("Operation cannot be fulfilled on {} \"{name}\": {why}", kind.qualified());
-    e
-}
-
-/// Deletes an object: with finalizers it is only marked (deletionTimestamp); otherwise removed and its
-/// dependents garbage-collected.
-pub fn delete(ctx: &Ctx, name: &str, opts: &DeleteOpts) -> Result<Value, ApiError> {
-    let cur = {
-        let st = ctx.server.inner.state.lock().unwrap();
-        st.get_key(&ctx.key(), &ctx.ns_key(), name)
-    }
-    .ok_or_else(|| ApiError::not_found(&ctx.rname(), name))?;
-    if let Some(uid) = &opts.uid {
-        let have = cur.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or_default();
-        if uid != have {
-            return Err(precondition_failed(ctx, name, true, uid, have));
-        }
-    }
-    if let Some(rv) = &opts.rv {
-        let have = cur.pointer("/metadata/resourceVersion").and_then(|u| u.as_str()).unwrap_or_default();
-        if rv != have {
-            return Err(precondition_failed(ctx, name, false, rv, have));
-        }
-    }
-    admit(ctx, AdmissionOperation::Delete, None, name, None, Some(&cur))?;
-    let is_ns = ctx.rt.group.is_empty() && ctx.rt.plural == "namespaces";
-    let mut fins = finalizers(&cur);
-    match opts.propagation.as_deref() {
-        Some("Foreground") if !fins.contains(&"foregroundDeletion".to_string()) => {
-            fins.push("foregroundDeletion".into())
-        }
-        Some("Orphan") if !fins.contains(&"orphan".to_string()) => fins.push("orphan".into()),
-        _ => {}
-    }
-    let ns_done = is_ns
-        && cur.pointer("/metadata/deletionTimestamp").is_some()
-        && cur.pointer("/spec/finalizers").and_then(|f| f.as_array()).is_none_or(|a| a.is_empty());
-    // A dry run answers what the delete would: the removed object, or the object marked for deletion.
-    if ctx.dry_run && fins.is_empty() && (!is_ns || ns_done) {
-        return Ok(deleted_answer(ctx, &graceful_pod_answer(ctx, &cur, opts)));
-    }
-    let mut st = ctx.server.inner.state.lock().unwrap();
-    if fins.is_empty() && (!is_ns || ns_done) {
-        let mut out = ctx.out(&cur);
-        st.commit(&ctx.key(), &ctx.ns_key(), name, None);
-        drop(st);
-        super::crd::after_remove(ctx.server, &ctx.rt, &cur);
-        gc::after_delete(ctx.server);
-        out["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
-        return Ok(deleted_answer(ctx, &graceful_pod_answer(ctx, &out, opts)));
-    }
-    let mut new = (*cur).clone();
-    if new.pointer("/metadata/deletionTimestamp").is_none() {
-        new["metadata"]["deletionTimestamp"] = now().into();
-        // The namespace REST sets only the deletionTimestamp (`pkg/registry/core/namespace/storage/storage.go`
-        // `Delete`); the generic store adds a zero grace period for objects that wait for finalizers
-        // (`updateForGracefulDeletionAndFinalizers` in `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`).
-        if !is_ns {
-            new["metadata"]["deletionGracePeriodSeconds"] = 0.into();
-        }
-        // rest.BeforeDelete (apiserver pkg/registry/rest/delete.go) bumps the generation when it sets the
-        // deletionTimestamp of an object that tracks one.
-        if let Some(g) = new.pointer("/metadata/generation").and_then(|g| g.as_i64()) {
-            new["metadata"]["generation"] = (g + 1).into();
-        }
-    }
-    if !fins.is_empty() {
-        new["metadata"]["finalizers"] = json!(fins);
-    }
-    if is_ns {
-        new["status"]["phase"] = "Terminating".into();
-    }
-    if ctx.dry_run {
-        return Ok(ctx.out(&new));
-    }
-    let stored = if new == *cur { cur.clone() } else { st.commit(&ctx.key(), &ctx.ns_key(), name, Some(new)) };
-    drop(st);
-    gc::after_delete(ctx.server);
-    Ok(ctx.out(&stored))
 }
 
 /// Validates the query options of a request like apimachinery `pkg/apis/meta/internalversion/validation`
@@ -1961,37 +941,6 @@ fn validate_options(q: &HashMap<String, String>, verb: &str) -> Result<(), ApiEr
         _ => return Ok(()),
     };
     if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(options_kind, "meta.k8s.io", "", &causes)) }
-}
-
-/// The answer to a DELETE that removed the object at once: the object for the kinds whose registry sets
-/// `ReturnDeletedObject: true` (pkg/registry/core/{pod,service,serviceaccount,persistentvolume,
-/// persistentvolumeclaim,namespace}/storage/storage.go, storage/storageclass/storage/storage.go), otherwise a
-/// Success Status naming the object (apiserver pkg/registry/generic/registry/store.go `finalizeDelete`).
-fn deleted_answer(ctx: &Ctx, obj: &Value) -> Value {
-    let returns_object = !ctx.rt.crd
-        && matches!(
-            (ctx.rt.group.as_str(), ctx.rt.plural.as_str()),
-            ("", "pods")
-                | ("", "services")
-                | ("", "serviceaccounts")
-                | ("", "persistentvolumes")
-                | ("", "persistentvolumeclaims")
-                | ("", "namespaces")
-                | ("storage.k8s.io", "storageclasses")
-                | ("apiextensions.k8s.io", "customresourcedefinitions")
-        );
-    if returns_object {
-        return ctx.out(obj);
-    }
-    let mut details = json!({
-        "name": obj.pointer("/metadata/name").cloned().unwrap_or_default(),
-        "kind": ctx.rt.plural,
-        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or_default(),
-    });
-    if !ctx.rt.group.is_empty() {
-        details["group"] = ctx.rt.group.clone().into();
-    }
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }
 
 /// Decides the field manager: `fieldManager` query or the User-Agent up to the first `/`.
@@ -2157,7 +1106,7 @@ pub async fn handle_resource(
             "",
             &now(),
             &zero,
-            true,
+            apply::Shape::Builtin,
         );
         return match rbac::review(server, user, &rt, body) {
             Ok(mut v) => {
@@ -2184,7 +1133,8 @@ pub async fn handle_resource(
         if verb != "create" {
             return error_response(&ApiError::method_not_allowed());
         }
-        return match evict(&ctx, info.name.as_deref().unwrap_or_default()) {
+        let body: Value = serde_json::from_slice(req.body()).unwrap_or(Value::Null);
+        return match evict(&ctx, info.name.as_deref().unwrap_or_default(), &body) {
             Ok(v) => json_response(201, &v),
             Err(e) => error_response(&e),
         };
@@ -2341,7 +1291,17 @@ pub async fn handle_resource(
 
 /// The pod eviction subresource: honours PodDisruptionBudgets (429 when no disruption is allowed),
 /// then deletes the pod and consumes one allowed disruption.
-fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
+// kubernetes pkg/registry/core/pod/storage/eviction.go (`Create`, `checkAndDecrement`,
+// `createTooManyRequestsError`): the name check comes first, more than one budget is a plain 500, a budget whose
+// status has not observed its generation yet is a 429 with a 10 s retry, an allowed eviction records the pod in
+// the budget's `disruptedPods` (not on a dry run).
+fn evict(ctx: &Ctx, name: &str, body: &Value) -> Result<Value, ApiError> {
+    if let Some(n) = body.pointer("/metadata/name").and_then(|n| n.as_str())
+        && !n.is_empty()
+        && n != name
+    {
+        return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
+    }
     let pod = get(ctx, name)?;
     let ns = ctx.ns_key();
     // `canIgnorePDB` (`pkg/registry/core/pod/storage/eviction.go`): a pod that is Pending, Succeeded, Failed or
@@ -2356,29 +1316,52 @@ fn evict(ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
         let st = ctx.server.inner.state.lock().unwrap();
         st.list(&("policy".into(), "poddisruptionbudgets".into()), Some(&ns)).iter().map(|p| (**p).clone()).collect()
     };
+    let pdbs: Vec<Value> = pdbs
+        .into_iter()
+        .filter(|pdb| {
+            let sel = LabelSelector::from_json(pdb.pointer("/spec/selector").unwrap_or(&Value::Null));
+            !sel.0.is_empty() && sel.matches(&pod)
+        })
+        .collect();
+    if pdbs.len() > 1 {
+        return Err(ApiError::plain_500(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
+    }
+    let disruption_budget_429 = |cause: String, retry: Option<u64>| {
+        let mut e =
+            ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
+        let mut details = json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]});
+        if let Some(r) = retry {
+            details["retryAfterSeconds"] = r.into();
+        }
+        e.details = Some(details);
+        e.retry_after = retry;
+        e
+    };
     for pdb in pdbs {
-        let sel = LabelSelector::from_json(pdb.pointer("/spec/selector").unwrap_or(&Value::Null));
-        if sel.0.is_empty() || !sel.matches(&pod) {
-            continue;
+        let pdb_name = pdb.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+        let observed = pdb.pointer("/status/observedGeneration").and_then(|g| g.as_i64()).unwrap_or(0);
+        let generation = pdb.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(0);
+        if observed < generation {
+            return Err(disruption_budget_429(
+                format!("The disruption budget {pdb_name} is still being processed by the server."),
+                Some(10),
+            ));
         }
         let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(|d| d.as_i64()).unwrap_or(0);
-        let pdb_name = pdb.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
         if allowed < 1 {
             let desired = pdb.pointer("/status/desiredHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
             let current = pdb.pointer("/status/currentHealthy").and_then(|d| d.as_i64()).unwrap_or(0);
-            let mut e = ApiError::new(
-                429,
-                "TooManyRequests",
-                "Cannot evict pod as it would violate the pod's disruption budget.",
-            );
-            e.details = Some(
-                json!({"causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently")}]}),
-            );
-            return Err(e);
+            return Err(disruption_budget_429(
+                format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"),
+                None,
+            ));
         }
         if !ctx.dry_run {
             ctx.server.with_system_ctx("policy", "poddisruptionbudgets", Some(&ns), |pctx| {
-                let patch = json!({"status": {"disruptionsAllowed": allowed - 1}});
+                let patch = json!({"status": {"disruptionsAllowed": allowed - 1,
+                                              "disruptedPods": {name: now()}}});
                 let _ =
                     update(pctx, &pdb_name, Mutation::Patch("application/merge-patch+json", &patch), Some("status"));
             });
@@ -2402,149 +1385,6 @@ pub enum Form {
 /// The `PartialObjectMetadata` view of an object.
 pub fn partial_metadata(o: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o.get("metadata").cloned().unwrap_or(json!({}))})
-}
-
-/// Deletes every object matching the selectors; returns the list of deleted objects.
-pub fn deletecollection(ctx: &Ctx, lopts: &ListOpts, dopts: &DeleteOpts) -> Result<Value, ApiError> {
-    let all = ListOpts { labels: lopts.labels.clone(), fields: lopts.fields.clone(), limit: 0, cont: None };
-    let (items, rv, _, _) = list_raw(ctx, &all)?;
-    let mut out = Vec::new();
-    for it in items {
-        let name = it.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
-        let ns = it.pointer("/metadata/namespace").and_then(|n| n.as_str()).map(String::from);
-        let c2 = Ctx {
-            server: ctx.server,
-            user: ctx.user,
-            rt: ctx.rt.clone(),
-            version: ctx.version.clone(),
-            ns,
-            dry_run: ctx.dry_run,
-            manager: ctx.manager.clone(),
-            strict: false,
-            warn_unknown: false,
-        };
-        // The answer lists the objects as they were listed before deletion
-        // (generic/registry/store.go `DeleteCollection` returns its list).
-        match delete(&c2, &name, dopts) {
-            Ok(_) => out.push(it),
-            Err(e) if e.code == 404 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    if !ctx.rt.crd {
-        for it in out.iter_mut().filter_map(|i| i.as_object_mut()) {
-            it.remove("apiVersion");
-            it.remove("kind");
-        }
-    }
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if ctx.rt.crd {
-        meta["continue"] = "".into();
-    }
-    Ok(json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.api_version(), "metadata": meta, "items": out}))
-}
-
-/// Parses list options from the query.
-pub fn list_opts(q: &HashMap<String, String>, rt: &ResourceType) -> Result<ListOpts, ApiError> {
-    Ok(ListOpts {
-        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
-            .map_err(ApiError::bad_request)?,
-        fields: FieldSelector::parse_for(
-            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
-            &rt.group,
-            &rt.plural,
-            rt.crd,
-        )
-        .map_err(ApiError::bad_request)?,
-        // The query parameter converter's strconv error (apimachinery `pkg/conversion/queryparams`).
-        limit: match q.get("limit") {
-            Some(l) if !l.is_empty() => l.parse::<i64>().map(|n| n.max(0) as usize).map_err(|_| {
-                ApiError::bad_request(format!("strconv.ParseInt: parsing {}: invalid syntax", Value::String(l.clone())))
-            })?,
-            _ => 0,
-        },
-        cont: q.get("continue").cloned(),
-    })
-}
-
-fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
-    let b: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let orphan =
-        b.get("orphanDependents").and_then(|o| o.as_bool()).or_else(|| q.get("orphanDependents").map(|o| o == "true"));
-    DeleteOpts {
-        propagation: b
-            .get("propagationPolicy")
-            .and_then(|p| p.as_str())
-            .map(String::from)
-            .or_else(|| q.get("propagationPolicy").cloned())
-            .or_else(|| (orphan == Some(true)).then(|| "Orphan".to_string())),
-        uid: b.pointer("/preconditions/uid").and_then(|u| u.as_str()).map(String::from),
-        rv: b.pointer("/preconditions/resourceVersion").and_then(|u| u.as_str()).map(String::from),
-        grace: b
-            .get("gracePeriodSeconds")
-            .and_then(|g| g.as_i64())
-            .or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok())),
-    }
-}
-
-/// `ValidateDeleteOptions` (`staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go`),
-/// run by the delete handlers before the store (`handlers/delete.go`).
-fn validate_delete_opts(o: &DeleteOpts) -> Result<(), ApiError> {
-    match o.propagation.as_deref() {
-        None | Some("Foreground") | Some("Background") | Some("Orphan") => Ok(()),
-        Some(p) => Err(ApiError::invalid(
-            "DeleteOptions",
-            "meta.k8s.io",
-            "",
-            &[(
-                "FieldValueNotSupported".into(),
-                "propagationPolicy".into(),
-                format!(
-                    "Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
-                ),
-            )],
-        )),
-    }
-}
-
-/// batch/v1 Jobs orphan their pods by default (`DefaultGarbageCollectionPolicy` in
-/// `pkg/registry/batch/job/strategy.go`), and the Job REST warns about it when the client chose no policy
-/// (`deleteOptionWarnings` in `pkg/registry/batch/job/storage/storage.go`).
-fn default_propagation(ctx: &Ctx, mut o: DeleteOpts) -> DeleteOpts {
-    if !ctx.rt.crd && ctx.rt.group == "batch" && ctx.rt.plural == "jobs" && o.propagation.is_none() {
-        add_warning("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning".into());
-        o.propagation = Some("Orphan".into());
-    }
-    o
-}
-
-/// What `rest.BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`) writes into a pod it
-/// deletes gracefully, as the answer shows it: a deletionTimestamp, the grace period chosen by the pod strategy's
-/// `CheckGracefulDelete` (`pkg/registry/core/pod/strategy.go`: 0 for a pod without node or in a terminal phase,
-/// else the option or `terminationGracePeriodSeconds`) and a generation bump. Without a kubelet the pod is then
-/// removed at once.
-fn graceful_pod_answer(ctx: &Ctx, obj: &Value, opts: &DeleteOpts) -> Value {
-    let mut o = obj.clone();
-    if ctx.rt.crd
-        || !ctx.rt.group.is_empty()
-        || ctx.rt.plural != "pods"
-        || o.pointer("/metadata/deletionTimestamp").is_some()
-    {
-        return o;
-    }
-    let unscheduled = o.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_none_or(|n| n.is_empty());
-    let terminal = matches!(o.pointer("/status/phase").and_then(|p| p.as_str()), Some("Succeeded") | Some("Failed"));
-    let grace = if unscheduled || terminal {
-        0
-    } else {
-        opts.grace.or_else(|| o.pointer("/spec/terminationGracePeriodSeconds").and_then(|g| g.as_i64())).unwrap_or(30)
-    };
-    o["metadata"]["deletionTimestamp"] = now().into();
-    o["metadata"]["deletionGracePeriodSeconds"] = grace.into();
-    if let Some(g) = o.pointer("/metadata/generation").and_then(|g| g.as_i64()) {
-        o["metadata"]["generation"] = (g + 1).into();
-    }
-    o
 }
 
 impl ApiServer {
