@@ -368,9 +368,20 @@ async fn report_of_a_healthy_and_a_broken_etcd_and_with_least_privilege() {
         "resources/statefulset.apps/etcd-main.yaml",
         "logs/etcd-main-2/etcd.log",
         "logs/etcd-main-0/backup-restore.log",
+        "etcd/etcd-main-0.json",
+        "etcd/etcd-main-1.json",
+        "etcd/etcd-main-2.json",
+        "etcd/alarms.json",
+        "etcd/hashkv.json",
     ] {
         assert!(files.contains_key(f), "{f} missing; index:\n{index}");
     }
+    // etcd's own view, as real etcd answered: each member's status, no alarm, one consistent keyspace.
+    let member: Value = serde_json::from_slice(&files["etcd/etcd-main-1.json"]).unwrap();
+    assert!(member["status"]["raftIndex"].as_u64().is_some_and(|i| i > 0), "{member:#}");
+    assert_eq!(serde_json::from_slice::<Value>(&files["etcd/alarms.json"]).unwrap(), json!([]));
+    let hashkv: Value = serde_json::from_slice(&files["etcd/hashkv.json"]).unwrap();
+    assert_eq!((hashkv["members"].as_array().map(Vec::len), &hashkv["divergent"]), (Some(3), &json!([])), "{hashkv:#}");
     assert!(files.keys().any(|k| k.starts_with("secrets/")), "{index}");
     // The PersistentVolume of each PVC: collected, or named as skipped with the reason.
     let pvs = files.keys().filter(|k| k.starts_with("resources/persistentvolume/")).count();
@@ -406,6 +417,11 @@ async fn report_of_a_healthy_and_a_broken_etcd_and_with_least_privilege() {
     assert!(skipped.contains("Secret ") && skipped.contains("forbidden"), "{skipped}");
     assert!(skipped.contains("pods/log"), "{skipped}");
     assert!(skipped.contains("PersistentVolume"), "{skipped}");
+    // Without the client TLS secret, etcd's own view is one skipped line saying so.
+    let etcd_view: Vec<&str> = skipped.lines().filter(|l| l.contains("etcd's own view")).collect();
+    assert_eq!(etcd_view.len(), 1, "{skipped}");
+    assert!(etcd_view[0].contains("secret"), "{skipped}");
+    assert!(!files.keys().any(|k| k.starts_with("etcd/")), "{:?}", files.keys());
     assert!(files.contains_key("etcd.yaml") && !files.keys().any(|k| k.starts_with("logs/")));
 
     // Without even the Etcd: non-zero.
