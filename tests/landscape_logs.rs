@@ -221,6 +221,37 @@ async fn druidctl_logs_interleaves_three_members_and_follows_a_member_through_lo
     assert!(text.lines().any(|l| l.starts_with("etcd-main-1 etcd ") && l.contains(" │ ")), "{text}");
     assert!(text.lines().all(|l| l.starts_with("etcd-main-1 ")), "{text}");
     assert!(!text.contains("\"level\""), "JSON is rendered: {text}");
+    // A reader that goes away ends the command quietly (exit 141, as coreutils and kubectl under pipefail):
+    // stdout closed before druidctl writes a line (it reads the cluster first), for every printing command.
+    for args in [["logs", "-n", &ns, "etcd-main"], ["status", "-n", &ns, "etcd-main"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_druidctl"))
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "{args:?} said: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // As people type it: one line, nothing on stderr, 0 or (when the pipe closed mid-write) 141.
+    let out = Command::new("bash")
+        .args(["-c", "set -o pipefail; \"$@\" | head -1", "sh", env!("CARGO_BIN_EXE_druidctl")])
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["logs", "-n", &ns, "etcd-main"])
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 141)), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
     let raw = druidctl(&kc, &["logs", "-n", &ns, "etcd-main", "0", "-c", "etcd", "--tail", "2", "--raw"]);
     assert!(String::from_utf8_lossy(&raw.stdout).contains("\"level\""));
     let warn = druidctl(&kc, &["logs", "-n", &ns, "etcd-main", "--level", "warn", "-o", "jsonl"]);
