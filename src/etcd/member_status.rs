@@ -371,7 +371,7 @@ impl ViewReader {
         }
         for etcd in etcds.iter().filter(|e| e.spec.replicas > 0 && e.spec.etcd.client_url_tls.is_some()) {
             // The read runs in its own task; the handle is kept for the members' reads.
-            let _ = self.tls_of(etcd);
+            drop(self.tls_of(etcd));
         }
     }
 
