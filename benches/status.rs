@@ -2,8 +2,9 @@
 //! reading the same kinds as the anchor:
 //!
 //! 1. one healthy Gardener-shaped 3-member `etcd-main` (tests/fixtures/seed/healthy.yaml):
-//!    `druidctl status -n NS etcd-main` (with etcd's own view: the API reads, then each member's etcd through a
-//!    port-forward, which this server without a kubelet refuses, so the time includes finding that out) and
+//!    `druidctl status -n NS etcd-main` (with etcd's own view: the client TLS secrets the Etcd names exist, as on
+//!    a seed, so status reads them and opens a port-forward to each member, which this server without a
+//!    kubelet refuses: the time includes the whole way to etcd up to that refusal) and
 //!    `druidctl status --no-etcd -n NS etcd-main` vs `kubectl get etcd,sts,pods,pvc,leases,cm -n NS`;
 //! 2. a whole seed, N Etcds (default 500, `BENCH_ETCDS`) in N namespaces, each as in 1:
 //!    `druidctl status -A` vs `kubectl get etcd,sts,pods,pvc,leases,cm -A`.
@@ -49,6 +50,30 @@ async fn seed(client: &kube::Client, ns: &str, now: Timestamp) {
         Err(e) => panic!("namespace {ns}: {e}"),
     }
     seed_support::apply(client, ns, &healthy_docs(ns, now)).await;
+}
+
+/// The client TLS secrets `etcd-main` of the healthy seed names (`spec.etcd.clientUrlTls`: the CA bundle under
+/// `bundle.crt` and a client key pair), with a fresh self-signed CA and client certificate: what status reads
+/// before it opens a port-forward to a member. Without them it would stop at the missing secret.
+async fn client_tls_secrets(client: &kube::Client, ns: &str) {
+    let ca = rcgen::generate_simple_self_signed(vec!["etcd-main-client.svc".to_string()]).unwrap();
+    let pair = rcgen::generate_simple_self_signed(vec!["etcd-client".to_string()]).unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let b64 = |pem: String| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pem);
+    for (name, data) in [
+        ("ca-etcd-bundle-a1b2c3d4", json!({"bundle.crt": b64(ca.cert.pem())})),
+        (
+            "etcd-client-9a8b7c6d",
+            json!({"tls.crt": b64(pair.cert.pem()), "tls.key": b64(pair.signing_key.serialize_pem())}),
+        ),
+    ] {
+        let secret = serde_json::from_value(json!({"metadata": {"name": name}, "type": "Opaque", "data": data}));
+        match secrets.create(&PostParams::default(), &secret.unwrap()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("secret {ns}/{name}: {e}"),
+        }
+    }
 }
 
 struct Run {
@@ -146,6 +171,7 @@ async fn main() {
     let now = Timestamp::now();
     let t = Instant::now();
     seed(&client, FIXTURE_NS, now).await;
+    client_tls_secrets(&client, FIXTURE_NS).await;
     futures::stream::iter((1..etcds).map(|i| {
         let client = client.clone();
         async move { seed(&client, &format!("shoot--bench--s{i:04}"), now).await }

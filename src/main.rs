@@ -43,6 +43,8 @@ fn main() -> ExitCode {
                 // Ctrl-C: what to do next, once, without "error:"; a watch ends without a word.
                 Some(cmd::Interrupted::Hint(hint)) => eprintln!("{}", one_line(hint)),
                 Some(cmd::Interrupted::Silent) => {}
+                // The reader went away: nobody to tell, and a pipeline's stderr is no place for it.
+                _ if code == exit::ExitCode::OutputClosed => {}
                 _ => eprintln!("error: {}", one_line(&format!("{err:#}"))),
             }
             ExitCode::from(code.code())

@@ -221,6 +221,37 @@ async fn druidctl_logs_interleaves_three_members_and_follows_a_member_through_lo
     assert!(text.lines().any(|l| l.starts_with("etcd-main-1 etcd ") && l.contains(" │ ")), "{text}");
     assert!(text.lines().all(|l| l.starts_with("etcd-main-1 ")), "{text}");
     assert!(!text.contains("\"level\""), "JSON is rendered: {text}");
+    // A reader that goes away ends the command quietly (exit 141, as coreutils and kubectl under pipefail):
+    // stdout closed before druidctl writes a line (it reads the cluster first), for every printing command.
+    for args in [["logs", "-n", &ns, "etcd-main"], ["status", "-n", &ns, "etcd-main"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_druidctl"))
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "{args:?} said: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // As people type it: one line, nothing on stderr, 0 or (when the pipe closed mid-write) 141.
+    let out = Command::new("bash")
+        .args(["-c", "set -o pipefail; \"$@\" | head -1", "sh", env!("CARGO_BIN_EXE_druidctl")])
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["logs", "-n", &ns, "etcd-main"])
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 141)), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
     let raw = druidctl(&kc, &["logs", "-n", &ns, "etcd-main", "0", "-c", "etcd", "--tail", "2", "--raw"]);
     assert!(String::from_utf8_lossy(&raw.stdout).contains("\"level\""));
     let warn = druidctl(&kc, &["logs", "-n", &ns, "etcd-main", "--level", "warn", "-o", "jsonl"]);
@@ -368,9 +399,20 @@ async fn report_of_a_healthy_and_a_broken_etcd_and_with_least_privilege() {
         "resources/statefulset.apps/etcd-main.yaml",
         "logs/etcd-main-2/etcd.log",
         "logs/etcd-main-0/backup-restore.log",
+        "etcd/etcd-main-0.json",
+        "etcd/etcd-main-1.json",
+        "etcd/etcd-main-2.json",
+        "etcd/alarms.json",
+        "etcd/hashkv.json",
     ] {
         assert!(files.contains_key(f), "{f} missing; index:\n{index}");
     }
+    // etcd's own view, as real etcd answered: each member's status, no alarm, one consistent keyspace.
+    let member: Value = serde_json::from_slice(&files["etcd/etcd-main-1.json"]).unwrap();
+    assert!(member["status"]["raftIndex"].as_u64().is_some_and(|i| i > 0), "{member:#}");
+    assert_eq!(serde_json::from_slice::<Value>(&files["etcd/alarms.json"]).unwrap(), json!([]));
+    let hashkv: Value = serde_json::from_slice(&files["etcd/hashkv.json"]).unwrap();
+    assert_eq!((hashkv["members"].as_array().map(Vec::len), &hashkv["divergent"]), (Some(3), &json!([])), "{hashkv:#}");
     assert!(files.keys().any(|k| k.starts_with("secrets/")), "{index}");
     // The PersistentVolume of each PVC: collected, or named as skipped with the reason.
     let pvs = files.keys().filter(|k| k.starts_with("resources/persistentvolume/")).count();
@@ -406,6 +448,11 @@ async fn report_of_a_healthy_and_a_broken_etcd_and_with_least_privilege() {
     assert!(skipped.contains("Secret ") && skipped.contains("forbidden"), "{skipped}");
     assert!(skipped.contains("pods/log"), "{skipped}");
     assert!(skipped.contains("PersistentVolume"), "{skipped}");
+    // Without the client TLS secret, etcd's own view is one skipped line saying so.
+    let etcd_view: Vec<&str> = skipped.lines().filter(|l| l.contains("etcd's own view")).collect();
+    assert_eq!(etcd_view.len(), 1, "{skipped}");
+    assert!(etcd_view[0].contains("secret"), "{skipped}");
+    assert!(!files.keys().any(|k| k.starts_with("etcd/")), "{:?}", files.keys());
     assert!(files.contains_key("etcd.yaml") && !files.keys().any(|k| k.starts_with("logs/")));
 
     // Without even the Etcd: non-zero.

@@ -73,6 +73,11 @@ async fn report_on_the_real_kube_apiserver_collects_the_seed_and_records_that_lo
         assert!(skipped.contains(&format!("log of {m} container etcd")), "{skipped}");
     }
     assert!(!files.keys().any(|k| k.starts_with("logs/")));
+    // etcd's own view: not reached (the CA bundle the Etcd names is not in the namespace), said in one line.
+    let etcd_view: Vec<&str> = skipped.lines().filter(|l| l.contains("etcd's own view")).collect();
+    assert_eq!(etcd_view.len(), 1, "{skipped}");
+    assert!(etcd_view[0].contains("ca-etcd-bundle-a1b2c3d4"), "{skipped}");
+    assert!(!files.keys().any(|k| k.starts_with("etcd/")), "{:?}", files.keys());
     // Secrets the Etcd references but the namespace lacks are named as skipped (NotFound), the one present is
     // summarised without its values.
     assert!(skipped.contains("Secret etcd-server-main-5d6e7f80"), "{skipped}");

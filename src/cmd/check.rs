@@ -39,7 +39,8 @@ pub(super) struct Loaded {
 
 /// Reads the Etcd named `etcd` (as the user typed it), its pods, PVCs and leases, and every member's etcd.
 pub(super) async fn load(ctx: &Context, etcd: &str, timeout: Duration) -> anyhow::Result<Loaded> {
-    let cluster = ctx.connect_for_reads().await?;
+    // Port-forwards to the members need a client that can upgrade connections (HTTP/1.1).
+    let cluster = ctx.connect().await?;
     let (namespace, name) = super::task::etcd_target(ctx, &cluster.namespace, etcd)?;
     let key = ObjectKey { namespace, name };
     let mut inputs = druidctl::health::collect_named(&cluster.client, std::slice::from_ref(&key))

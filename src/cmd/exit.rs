@@ -30,6 +30,8 @@ pub enum ExitCode {
     NotVerified = 8,
     /// Interrupted (Ctrl-C).
     Interrupted = 130,
+    /// The reader of stdout went away (a closed pipe); nothing is said.
+    OutputClosed = 141,
 }
 
 impl ExitCode {
@@ -73,6 +75,11 @@ impl ExitCode {
             "A runbook completed every step but could not verify part of the result (e.g. `runbook cert-renewal` could not reach a member's client TLS endpoint to check the certificate it serves); the warnings name what is unverified.",
         ),
         (ExitCode::Interrupted, "interrupted", "Ctrl-C (SIGINT)."),
+        (
+            ExitCode::OutputClosed,
+            "output closed",
+            "The reader of stdout went away (a closed pipe, e.g. `| head -1`): the command ends at once without a word. 141 is what a shell reports for coreutils and kubectl, which end by SIGPIPE there (128 + 13), so `set -o pipefail` scripts see the same code.",
+        ),
     ];
 
     /// The process exit code.
@@ -151,8 +158,8 @@ pub fn classify(err: &anyhow::Error) -> ExitCode {
                 EtcdError::Divergent(_) => ExitCode::Unhealthy,
             };
         }
-        if cause.is::<OutputError>() {
-            return ExitCode::Failed;
+        if let Some(e) = cause.downcast_ref::<OutputError>() {
+            return if e.is_closed_pipe() { ExitCode::OutputClosed } else { ExitCode::Failed };
         }
     }
     ExitCode::Failed
@@ -204,6 +211,11 @@ pub const BY_COMMAND: &[(ExitCode, &str, &str)] = &[
         ExitCode::Interrupted,
         "every command; a runbook stops at the next safe point and prints once, on stderr, the command that continues; a watch (`status --watch`, `task watch`) ends without a word, as `kubectl get -w` does",
         "Ctrl-C during `druidctl runbook quorum-loss-recovery etcd-main` → `stopped at a safe point; continue with: druidctl runbook quorum-loss-recovery -n shoot--a etcd-main --resume`",
+    ),
+    (
+        ExitCode::OutputClosed,
+        "every command that prints results; `logs -f` and `status --watch` end at their next line",
+        "`druidctl logs etcd-main | head -1` → one line, nothing on stderr (exit 0 for the shell: `head`'s; 141 with `set -o pipefail`)",
     ),
 ];
 

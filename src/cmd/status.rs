@@ -4,6 +4,8 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use clap::Args;
+use druidctl::etcd::MEMBER_READ_TIMEOUT;
+use druidctl::etcd::member_status::ViewReader;
 use druidctl::health::{self, HealthReport};
 use druidctl::kube::target::{Targets, WhenUnnamed};
 use druidctl::output::{OutputFormat, status as render};
@@ -40,26 +42,45 @@ fn ask_etcd(args: &StatusArgs, targets: &Targets, count: usize) -> bool {
     args.etcd || (!args.no_etcd && !matches!(targets, Targets::AllNamespaces { .. }) && count <= ETCD_BY_DEFAULT_MAX)
 }
 
-/// Reads and judges every target Etcd concurrently, then asks their etcd (when [`ask_etcd`] says so).
+/// Reads and judges every target Etcd. etcd itself is asked (when [`ask_etcd`] says so) in the same round trip
+/// as far as the objects allow: each Etcd's TLS secrets are read as soon as the Etcd is in (while its pods and
+/// the rest are still being listed), each member's port-forward opens while those are read.
 async fn reports(
     ctx: &Context,
     cluster: &druidctl::kube::Cluster,
     args: &StatusArgs,
 ) -> anyhow::Result<(Vec<HealthReport>, Targets, Observations)> {
     let targets = ctx.targets(cluster, &args.targets.etcds, WhenUnnamed::ListAll)?;
-    let mut inputs = match &targets {
-        // Named: the GETs and the LISTs in one round trip.
-        Targets::Named(keys) => health::collect_named(&cluster.client, keys).await?,
-        // Every Etcd of a namespace or of the cluster: the LIST of the Etcds and the others in one round trip.
-        Targets::Namespace { namespace, selector } => {
-            health::collect_listed(&cluster.client, Some(namespace), selector.as_deref()).await?
-        }
-        Targets::AllNamespaces { selector } => {
-            health::collect_listed(&cluster.client, None, selector.as_deref()).await?
+    // Whether etcd may be asked at all (for a namespace, it depends on how many Etcds the LIST finds).
+    let may_ask = match &targets {
+        Targets::Named(keys) => ask_etcd(args, &targets, keys.len()),
+        Targets::Namespace { .. } => !args.no_etcd,
+        Targets::AllNamespaces { .. } => args.etcd,
+    };
+    let reader = if may_ask {
+        let early_up_to = (!args.etcd).then_some(ETCD_BY_DEFAULT_MAX);
+        Some(ViewReader::new(cluster.client.clone(), cluster.upgrade_client()?, MEMBER_READ_TIMEOUT, early_up_to))
+    } else {
+        None
+    };
+    let on_etcds = |etcds: &[druidctl::api::Etcd]| {
+        if let Some(r) = &reader {
+            r.etcds_known(etcds);
         }
     };
-    if ask_etcd(args, &targets, inputs.len()) {
-        health::observe_etcd(&cluster.client, &mut inputs, druidctl::etcd::MEMBER_READ_TIMEOUT).await;
+    let mut inputs = match &targets {
+        // Named: the GETs and the LISTs in one round trip.
+        Targets::Named(keys) => health::collect_named_then(&cluster.client, keys, &on_etcds).await?,
+        // Every Etcd of a namespace or of the cluster: the LIST of the Etcds and the others in one round trip.
+        Targets::Namespace { namespace, selector } => {
+            health::collect_listed_then(&cluster.client, Some(namespace), selector.as_deref(), &on_etcds).await?
+        }
+        Targets::AllNamespaces { selector } => {
+            health::collect_listed_then(&cluster.client, None, selector.as_deref(), &on_etcds).await?
+        }
+    };
+    if let Some(reader) = reader.as_ref().filter(|_| ask_etcd(args, &targets, inputs.len())) {
+        health::observe_etcd_with(reader, &mut inputs, Some(druidctl::etcd::LAG_READ_AGAIN_AFTER)).await;
     }
     let now = jiff::Timestamp::now();
     let reports = inputs.iter().map(|i| health::assess(i, now)).collect();
@@ -162,7 +183,7 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
     tick.tick().await;
     let mut due: Option<tokio::time::Instant> = None;
     // etcd's view is read again on every --interval (not per event), one read at a time, in the background.
-    let (etcd_tx, mut etcd_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (etcd_tx, mut etcd_rx) = tokio::sync::mpsc::unbounded_channel::<Observations>();
     let mut etcd_in_flight = false;
     loop {
         let at = due.unwrap_or_else(|| tokio::time::Instant::now() + args.interval * 2);
@@ -189,8 +210,14 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
                     due.get_or_insert_with(|| tokio::time::Instant::now() + w::DEBOUNCE);
                 }
             },
-            Some(read) = etcd_rx.recv() => {
+            Some(mut read) = etcd_rx.recv() => {
                 etcd_in_flight = false;
+                // The previous refresh is the earlier reading: a member's lag is judged across refreshes.
+                for (key, now) in &mut read {
+                    if let Some(before) = observations.remove(key) {
+                        now.earlier = Some(Box::new(druidctl::etcd::EtcdObservation { earlier: None, ..before }));
+                    }
+                }
                 observations = read;
                 due.get_or_insert_with(tokio::time::Instant::now);
             }
@@ -201,7 +228,7 @@ async fn watch(ctx: &mut Context, cluster: &druidctl::kube::Cluster, args: &Stat
                     let client = cluster.client.clone();
                     let tx = etcd_tx.clone();
                     tokio::spawn(async move {
-                        health::observe_etcd(&client, &mut inputs, druidctl::etcd::MEMBER_READ_TIMEOUT).await;
+                        health::observe_etcd(&client, &mut inputs, MEMBER_READ_TIMEOUT).await;
                         let _ = tx.send(observations_of(inputs));
                     });
                 }

@@ -8,13 +8,21 @@ use etcd_client::{AlarmAction, AlarmType, Client as EtcdClient, ConnectOptions, 
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+
 use crate::api::Etcd;
+use crate::kube::ObjectKey;
 use crate::tasks::etcd_access::{self, Route};
 use crate::tasks::step::StepError;
 
 /// How long one member's reads (connect, status, alarm list) may take together: a member that has not answered
 /// by then is reported unreachable and the rest goes on.
 pub const MEMBER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long after a first reading that found a member behind the leader `status` reads it (and the leader)
+/// again, to tell a member catching up from one lagging.
+pub const LAG_READ_AGAIN_AFTER: Duration = Duration::from_millis(1500);
 
 /// What one member's etcd says about itself (etcd's `StatusResponse`, in plain numbers).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -139,6 +147,10 @@ pub struct MemberReading {
 pub struct EtcdObservation {
     /// One reading per expected member.
     pub members: Vec<MemberReading>,
+    /// The reading a few seconds before (the previous refresh of `status --watch`, or the first of two readings
+    /// when a member was behind): whether a member that trails the leader is catching up or falling behind.
+    #[serde(skip)]
+    pub earlier: Option<Box<EtcdObservation>>,
 }
 
 impl EtcdObservation {
@@ -212,17 +224,34 @@ pub(crate) async fn reach(
     tls: Option<TlsOptions>,
     timeout: Duration,
 ) -> Result<Reached, Unreachable> {
-    let (url, via, guard) = etcd_access::member_url(kube, etcd, pod)
-        .await
-        .map_err(|e| Unreachable { cause: UnreachableCause::NotAnswering, detail: e.to_string() })?;
+    let (url, via, guard) = etcd_access::member_route(kube, etcd, pod).await.map_err(route_unreachable)?;
+    let client = connect_to(&url, &via, tls, timeout).await?;
+    Ok(Reached { client, via, _bridge: guard })
+}
+
+/// A route that could not be opened, as a reading says it.
+fn route_unreachable(e: etcd_access::RouteError) -> Unreachable {
+    let cause = match e {
+        etcd_access::RouteError::PortForwardForbidden { .. } => UnreachableCause::PortForwardForbidden,
+        etcd_access::RouteError::Failed(_) => UnreachableCause::NotAnswering,
+    };
+    Unreachable { cause, detail: e.to_string() }
+}
+
+/// A gRPC client of the member at `url` (reached `via`), each call bounded by `timeout`.
+async fn connect_to(
+    url: &str,
+    via: &str,
+    tls: Option<TlsOptions>,
+    timeout: Duration,
+) -> Result<EtcdClient, Unreachable> {
     let mut options = ConnectOptions::new().with_connect_timeout(timeout).with_timeout(timeout);
     if let Some(tls) = tls {
         options = options.with_tls(tls);
     }
-    let client = EtcdClient::connect([url.as_str()], Some(options))
+    EtcdClient::connect([url], Some(options))
         .await
-        .map_err(|e| Unreachable { cause: UnreachableCause::NotAnswering, detail: format!("{via}: {e}") })?;
-    Ok(Reached { client, via, _bridge: guard })
+        .map_err(|e| Unreachable { cause: UnreachableCause::NotAnswering, detail: format!("{via}: {e}") })
 }
 
 /// Reads the client TLS of `etcd` as an [`Unreachable`] on failure (a secret that cannot be read).
@@ -246,25 +275,54 @@ fn via(etcd: &Etcd, pod: &Pod) -> String {
     }
 }
 
-/// Reads one member: status, then the alarm list, within `timeout` together.
+/// The client TLS of one Etcd, read once (in the background, from the moment the Etcd is known) and shared by
+/// its members' reads.
+pub type SharedTls = Shared<BoxFuture<'static, Result<Option<TlsOptions>, Unreachable>>>;
+
+/// Starts reading the client TLS of `etcd` in the background, bounded by `timeout`; the result is shared.
+pub fn start_client_tls(kube: &kube::Client, etcd: &Etcd, timeout: Duration) -> SharedTls {
+    let (kube, etcd) = (kube.clone(), etcd.clone());
+    let read = tokio::spawn(async move {
+        tokio::time::timeout(timeout, client_tls(&kube, &etcd)).await.unwrap_or_else(|_| {
+            Err(Unreachable {
+                cause: UnreachableCause::Timeout,
+                detail: format!("reading the client TLS secret took longer than {}s", timeout.as_secs()),
+            })
+        })
+    });
+    async move {
+        read.await.unwrap_or_else(|e| {
+            Err(Unreachable { cause: UnreachableCause::TlsSecret, detail: format!("reading the client TLS: {e}") })
+        })
+    }
+    .boxed()
+    .shared()
+}
+
+/// Reads one member within `timeout`: the route to it (a port-forward is opened while the TLS secret is still
+/// being read), then status and alarm list at once.
 async fn read_member(
-    kube: &kube::Client,
+    upgrades: &kube::Client,
     etcd: &Etcd,
     pod: &Pod,
-    tls: Option<TlsOptions>,
+    tls: SharedTls,
     timeout: Duration,
 ) -> MemberReading {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let via = via(etcd, pod);
     let read = async {
-        let mut reached = reach(kube, etcd, pod, tls, timeout).await?;
-        let status = reached.client.status().await.map_err(|e| Unreachable {
-            cause: UnreachableCause::NotAnswering,
-            detail: format!("{}: {e}", reached.via),
-        })?;
+        let (tls, route) = tokio::join!(tls, etcd_access::member_route(upgrades, etcd, pod));
+        // An unreadable secret is said first: without it, even a route would not do.
+        let tls = tls?;
+        let (url, via, _bridge) = route.map_err(route_unreachable)?;
+        let client = connect_to(&url, &via, tls, timeout).await?;
+        let (mut for_status, mut for_alarms) = (client.clone(), client);
         // The alarm list is the cluster's; a member that cannot answer it (no leader) still has its status.
-        let alarms = reached.client.alarm(AlarmAction::Get, AlarmType::None, None).await.ok().map(|r| alarms_of(&r));
-        Ok::<_, Unreachable>((member_status(&status), alarms))
+        let (status, alarms) =
+            tokio::join!(for_status.status(), for_alarms.alarm(AlarmAction::Get, AlarmType::None, None));
+        let status =
+            status.map_err(|e| Unreachable { cause: UnreachableCause::NotAnswering, detail: format!("{via}: {e}") })?;
+        Ok::<_, Unreachable>((member_status(&status), alarms.ok().map(|r| alarms_of(&r))))
     };
     match tokio::time::timeout(timeout, read).await {
         Ok(Ok((status, alarms))) => MemberReading { pod: name, via, outcome: Ok(status), alarms },
@@ -281,73 +339,109 @@ async fn read_member(
     }
 }
 
-/// Whether the current user may open port-forwards in `namespace` (a SelfSubjectAccessReview).
-async fn may_port_forward(kube: &kube::Client, namespace: &str) -> bool {
-    use crate::runbook::rbac::{Access, denied};
-    denied(kube, namespace, &[Access::sub("create", "", "pods", "portforward")]).await.is_empty()
+/// Reads etcd's own view of Etcds as early as their objects allow, so that it costs no round trip after the
+/// API reads of `status` but the members' own: [`ViewReader::etcds_known`] starts an Etcd's TLS secret reads as
+/// soon as the Etcd is read (while its pods, PVCs and leases are still being listed), and
+/// [`ViewReader::observe`] opens each member's port-forward while those reads are still under way.
+pub struct ViewReader {
+    /// For the secrets (the multiplexed client of the API reads is fine).
+    reads: kube::Client,
+    /// For port-forwards (a client that can upgrade connections).
+    upgrades: kube::Client,
+    /// Bound of each member's read, and of the TLS read.
+    timeout: Duration,
+    /// Up to this many Etcds known at once are read early (`None`: any number).
+    early_up_to: Option<usize>,
+    /// The TLS reads started, by Etcd.
+    tls: std::sync::Mutex<std::collections::HashMap<ObjectKey, SharedTls>>,
 }
 
-/// Reads every member of `etcd` concurrently: `pods` are its member pods as listed (in ordinal order, missing
-/// ones absent); each member is bounded by `timeout`. Never fails: what could not be read says why.
-pub async fn observe(kube: &kube::Client, etcd: &Etcd, pods: &[Pod], timeout: Duration) -> EtcdObservation {
-    let names = etcd.managed_names();
-    let replicas = u32::try_from(etcd.spec.replicas.max(0)).unwrap_or(0);
-    let has_pods =
-        (0..replicas).any(|i| pods.iter().any(|p| p.metadata.name.as_deref() == Some(names.pod(i).as_str())));
-    // Without a member pod there is nothing to reach: no request at all.
-    let tls = if has_pods {
-        tokio::time::timeout(timeout, client_tls(kube, etcd)).await.unwrap_or_else(|_| {
-            Err(Unreachable {
-                cause: UnreachableCause::Timeout,
-                detail: format!("reading the client TLS secret took longer than {}s", timeout.as_secs()),
-            })
-        })
-    } else {
-        Ok(None)
-    };
-    let reads = (0..replicas).map(|i| {
-        let pod_name = names.pod(i);
-        let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod_name.as_str()));
-        let tls = tls.clone();
-        async move {
-            let Some(pod) = pod else {
-                return MemberReading {
-                    pod: pod_name.clone(),
-                    via: String::new(),
-                    outcome: Err(Unreachable {
-                        cause: UnreachableCause::NoPod,
-                        detail: format!("pod {pod_name} does not exist"),
-                    }),
-                    alarms: None,
-                };
-            };
-            match tls {
-                Ok(tls) => read_member(kube, etcd, pod, tls, timeout).await,
-                Err(unreachable) => {
-                    MemberReading { pod: pod_name, via: via(etcd, pod), outcome: Err(unreachable), alarms: None }
-                }
-            }
+impl ViewReader {
+    /// A reader whose member reads are each bounded by `timeout`. `early_up_to`: batches of more Etcds than
+    /// this are not read early (`status` asks etcd for a few Etcds of a namespace only, unless told to).
+    pub fn new(reads: kube::Client, upgrades: kube::Client, timeout: Duration, early_up_to: Option<usize>) -> Self {
+        ViewReader { reads, upgrades, timeout, early_up_to, tls: Default::default() }
+    }
+
+    /// Starts the client TLS reads of `etcds`, now known, in the background (of those with members and a
+    /// client TLS; without it there is nothing to read).
+    pub fn etcds_known(&self, etcds: &[Etcd]) {
+        if self.early_up_to.is_some_and(|max| etcds.len() > max) {
+            return;
         }
-    });
-    let mut members = futures::future::join_all(reads).await;
-    // A port-forward that failed for every member may be RBAC: ask once, so the reason names the grant.
-    let all_forward_failed = !members.is_empty()
-        && members.iter().all(|m| {
-            m.via.starts_with("a port-forward")
-                && m.outcome
-                    .as_ref()
-                    .is_err_and(|u| matches!(u.cause, UnreachableCause::NotAnswering | UnreachableCause::Timeout))
-        });
-    if all_forward_failed {
-        let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
-        if !tokio::time::timeout(timeout, may_port_forward(kube, ns)).await.unwrap_or(true) {
-            for m in &mut members {
-                m.outcome = Err(Unreachable {
-                    cause: UnreachableCause::PortForwardForbidden,
-                    detail: format!("no permission to create pods/portforward in namespace {ns}"),
-                });
-            }
+        for etcd in etcds.iter().filter(|e| e.spec.replicas > 0 && e.spec.etcd.client_url_tls.is_some()) {
+            // The read runs in its own task; the handle is kept for the members' reads.
+            drop(self.tls_of(etcd));
         }
     }
-    EtcdObservation { members }
+
+    /// The TLS read of `etcd`, started now unless it already was.
+    fn tls_of(&self, etcd: &Etcd) -> SharedTls {
+        let mut started = self.tls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        started
+            .entry(crate::kube::etcds::key_of(etcd))
+            .or_insert_with(|| start_client_tls(&self.reads, etcd, self.timeout))
+            .clone()
+    }
+
+    /// Reads again the members of `etcd` at `ordinals` (the rest of `observation` stays as it was), and keeps
+    /// `observation` as the earlier reading of the result.
+    pub async fn reread(
+        &self,
+        etcd: &Etcd,
+        pods: &[Pod],
+        observation: EtcdObservation,
+        ordinals: &[usize],
+    ) -> EtcdObservation {
+        let mut later = observation.clone();
+        let tls = self.tls_of(etcd);
+        let reads = ordinals.iter().filter_map(|&i| {
+            let name = &observation.members.get(i)?.pod;
+            let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(name.as_str()))?;
+            let tls = tls.clone();
+            Some(async move { (i, read_member(&self.upgrades, etcd, pod, tls, self.timeout).await) })
+        });
+        for (i, reading) in futures::future::join_all(reads).await {
+            later.members[i] = reading;
+        }
+        later.earlier = Some(Box::new(EtcdObservation { earlier: None, ..observation }));
+        later
+    }
+
+    /// Reads every member of `etcd` concurrently: `pods` are its member pods as listed (in ordinal order,
+    /// missing ones absent); each member is bounded by the reader's timeout. Never fails: what could not be
+    /// read says why.
+    pub async fn observe(&self, etcd: &Etcd, pods: &[Pod]) -> EtcdObservation {
+        let names = etcd.managed_names();
+        let replicas = u32::try_from(etcd.spec.replicas.max(0)).unwrap_or(0);
+        let has_pods =
+            (0..replicas).any(|i| pods.iter().any(|p| p.metadata.name.as_deref() == Some(names.pod(i).as_str())));
+        // Without a member pod there is nothing to reach: no request beyond a TLS read started already.
+        let tls = if has_pods { Some(self.tls_of(etcd)) } else { None };
+        let reads = (0..replicas).map(|i| {
+            let pod_name = names.pod(i);
+            let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod_name.as_str()));
+            let tls = tls.clone();
+            async move {
+                match (pod, tls) {
+                    (Some(pod), Some(tls)) => read_member(&self.upgrades, etcd, pod, tls, self.timeout).await,
+                    _ => MemberReading {
+                        pod: pod_name.clone(),
+                        via: String::new(),
+                        outcome: Err(Unreachable {
+                            cause: UnreachableCause::NoPod,
+                            detail: format!("pod {pod_name} does not exist"),
+                        }),
+                        alarms: None,
+                    },
+                }
+            }
+        });
+        EtcdObservation { members: futures::future::join_all(reads).await, earlier: None }
+    }
+}
+
+/// Reads every member of `etcd` concurrently with one client for everything (see [`ViewReader::observe`]).
+pub async fn observe(kube: &kube::Client, etcd: &Etcd, pods: &[Pod], timeout: Duration) -> EtcdObservation {
+    ViewReader::new(kube.clone(), kube.clone(), timeout, None).observe(etcd, pods).await
 }

@@ -15,7 +15,8 @@ pub mod member_status;
 pub use druid_api::quantity;
 
 pub use member_status::{
-    Alarm, AlarmKind, EtcdObservation, MEMBER_READ_TIMEOUT, MemberReading, MemberStatus, Unreachable, UnreachableCause,
+    Alarm, AlarmKind, EtcdObservation, LAG_READ_AGAIN_AFTER, MEMBER_READ_TIMEOUT, MemberReading, MemberStatus,
+    Unreachable, UnreachableCause,
 };
 
 /// etcd-druid's quota when `spec.etcd.quota` is unset (8Gi).

@@ -18,6 +18,7 @@ use kube::api::ListParams;
 use super::assess::HealthInputs;
 use crate::api::names::{LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY_DRUID};
 use crate::api::{Etcd, EtcdOperatorTask};
+use crate::etcd::member_status::ViewReader;
 use crate::kube::ClusterError;
 use crate::kube::error::Subject;
 use crate::kube::slim::{self, Slim};
@@ -261,16 +262,34 @@ pub async fn collect(client: &Client, etcd: Etcd) -> Result<HealthInputs, Cluste
 /// Errors come in a fixed order whatever answers first: a failed GET (a missing Etcd, with its hint) before a
 /// failed LIST.
 pub async fn collect_named(client: &Client, keys: &[ObjectKey]) -> Result<Vec<HealthInputs>, ClusterError> {
+    collect_named_then(client, keys, &|_| {}).await
+}
+
+/// What a collection calls as soon as Etcds are read, while the rest is still being listed (e.g. to start
+/// reading their TLS secrets: [`crate::etcd::member_status::ViewReader::etcds_known`]).
+pub type OnEtcds<'a> = &'a (dyn Fn(&[Etcd]) + Sync);
+
+/// [`collect_named`], calling `on_etcds` with each namespace's Etcds as soon as their GETs are in.
+pub async fn collect_named_then(
+    client: &Client,
+    keys: &[ObjectKey],
+    on_etcds: OnEtcds<'_>,
+) -> Result<Vec<HealthInputs>, ClusterError> {
     let namespaces: BTreeSet<&str> = keys.iter().map(|k| k.namespace.as_str()).collect();
     let per_namespace = futures::future::join_all(namespaces.iter().map(|ns| async move {
         let mine: Vec<&ObjectKey> = keys.iter().filter(|k| k.namespace == *ns).collect();
         let names: BTreeSet<&str> = mine.iter().map(|k| k.name.as_str()).collect();
         let selector = pod_selector(&names);
-        let (etcds, listed) = tokio::join!(
-            futures::future::join_all(mine.iter().map(|k| crate::kube::etcds::get(client, k))),
-            list_scope(client, Scope::Namespace(ns), &selector, None),
-        );
-        let etcds: Vec<Etcd> = etcds.into_iter().collect::<Result<_, _>>()?;
+        let etcds = async {
+            let etcds = futures::future::join_all(mine.iter().map(|k| crate::kube::etcds::get(client, k))).await;
+            let etcds = etcds.into_iter().collect::<Result<Vec<Etcd>, _>>();
+            if let Ok(known) = &etcds {
+                on_etcds(known);
+            }
+            etcds
+        };
+        let (etcds, listed) = tokio::join!(etcds, list_scope(client, Scope::Namespace(ns), &selector, None));
+        let etcds = etcds?;
         let mut listed = listed?;
         listed.retain(&Wanted::of(&etcds.iter().collect::<Vec<_>>()));
         Ok::<_, ClusterError>((*ns, etcds, listed))
@@ -300,6 +319,16 @@ pub async fn collect_listed(
     namespace: Option<&str>,
     etcd_selector: Option<&str>,
 ) -> Result<Vec<HealthInputs>, ClusterError> {
+    collect_listed_then(client, namespace, etcd_selector, &|_| {}).await
+}
+
+/// [`collect_listed`], calling `on_etcds` with the Etcds as soon as their LIST is in.
+pub async fn collect_listed_then(
+    client: &Client,
+    namespace: Option<&str>,
+    etcd_selector: Option<&str>,
+    on_etcds: OnEtcds<'_>,
+) -> Result<Vec<HealthInputs>, ClusterError> {
     let (scope, targets) = match namespace {
         Some(ns) => (
             Scope::Namespace(ns),
@@ -315,22 +344,47 @@ pub async fn collect_listed(
     };
     let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY_DRUID}");
     // Errors in a fixed order whatever answers first: the Etcds' LIST before the others.
-    let (etcds, listed) =
-        tokio::join!(crate::kube::etcds::resolve(client, &targets), list_scope(client, scope, &selector, None));
+    let etcds = async {
+        let etcds = crate::kube::etcds::resolve(client, &targets).await;
+        if let Ok(known) = &etcds {
+            on_etcds(known);
+        }
+        etcds
+    };
+    let (etcds, listed) = tokio::join!(etcds, list_scope(client, scope, &selector, None));
     let etcds = etcds?;
     let mut listed = listed?;
     listed.retain(&Wanted::of(&etcds.iter().collect::<Vec<_>>()));
     Ok(etcds.into_iter().map(|e| split(&listed, e)).collect())
 }
 
-/// Asks every member's etcd of every Etcd in `inputs` for its own view ([`crate::etcd::member_status::observe`]),
-/// all concurrently, each member bounded by `timeout`; never fails (what could not be read says why).
-pub async fn observe_etcd(client: &Client, inputs: &mut [HealthInputs], timeout: std::time::Duration) {
-    let observations = futures::future::join_all(
-        inputs.iter().map(|i| crate::etcd::member_status::observe(client, &i.etcd, &i.pods, timeout)),
-    )
+/// Asks every member's etcd of every Etcd in `inputs` for its own view ([`ViewReader::observe`]), all
+/// concurrently, each member bounded by the reader's timeout; never fails (what could not be read says why).
+/// With `read_again`, a member found behind the leader is read again (with the leader) that long after, so
+/// that its lag is judged over time ([`super::etcd_view::lag_trend`]); no one behind, no second reading.
+pub async fn observe_etcd_with(
+    reader: &ViewReader,
+    inputs: &mut [HealthInputs],
+    read_again: Option<std::time::Duration>,
+) {
+    let observations = futures::future::join_all(inputs.iter().map(|i| async move {
+        let first = reader.observe(&i.etcd, &i.pods).await;
+        let again = super::etcd_view::to_read_again(&first);
+        match read_again {
+            Some(after) if !again.is_empty() => {
+                tokio::time::sleep(after).await;
+                reader.reread(&i.etcd, &i.pods, first, &again).await
+            }
+            _ => first,
+        }
+    }))
     .await;
     for (i, o) in inputs.iter_mut().zip(observations) {
         i.etcd_observation = Some(o);
     }
+}
+
+/// [`observe_etcd_with`] a reader that uses `client` for everything, each member bounded by `timeout`.
+pub async fn observe_etcd(client: &Client, inputs: &mut [HealthInputs], timeout: std::time::Duration) {
+    observe_etcd_with(&ViewReader::new(client.clone(), client.clone(), timeout, None), inputs, None).await;
 }

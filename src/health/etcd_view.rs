@@ -14,9 +14,10 @@ use crate::kube::ObjectKey;
 
 /// A database at or above this share of its quota is a warning (percent).
 pub const QUOTA_WARNING_PERCENT: i64 = 80;
-/// A follower whose applied index trails the leader's raft index by more than this many entries is lagging.
-/// The members are read concurrently, not at one instant: under load a healthy follower trails by the entries
-/// of a few milliseconds; a thousand is far past that and far below what a stalled member accumulates.
+/// A follower whose applied index trails the leader's raft index by more than this many entries is behind; it is
+/// lagging when it still is, and not closing the gap, a few seconds later ([`lag_trend`]). The members are read
+/// concurrently, not at one instant: under load a healthy follower trails by the entries of a few milliseconds;
+/// a thousand is far past that and far below what a stalled member accumulates.
 pub const LAG_THRESHOLD: u64 = 1000;
 /// A defragmentation hint needs at least this much to free: a fresh etcd's 20 KiB file is "twice its content"
 /// and worth nothing.
@@ -101,6 +102,58 @@ pub fn lags(statuses: &[Option<&MemberStatus>]) -> Vec<Option<u64>> {
             _ => None,
         })
         .collect()
+}
+
+/// A member's lag judged over two readings a few seconds apart, as etcd's own lag is only meaningful over time:
+/// a follower that has just come back trails by thousands of entries and is gone past them a second later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LagTrend {
+    /// Within [`LAG_THRESHOLD`] of the leader.
+    InStep,
+    /// Behind in one reading, with no earlier one to compare with.
+    Behind,
+    /// Behind, but less than in the earlier reading: applying faster than the leader commits.
+    CatchingUp {
+        /// Entries behind in the earlier reading.
+        was: u64,
+    },
+    /// Behind in both readings and not closing the gap: a problem.
+    Lagging {
+        /// Entries behind in the earlier reading.
+        was: u64,
+    },
+}
+
+/// How a member that trails the leader by `now` entries fares, given how far it trailed in the earlier reading
+/// (`None`: no earlier reading of it and its leader).
+pub fn lag_trend(earlier: Option<u64>, now: u64) -> LagTrend {
+    if now <= LAG_THRESHOLD {
+        return LagTrend::InStep;
+    }
+    match earlier {
+        None => LagTrend::Behind,
+        // Behind before too and the gap did not shrink: stalled, or applying slower than the leader commits.
+        Some(was) if was > LAG_THRESHOLD && now >= was => LagTrend::Lagging { was },
+        // Shrinking, or it fell behind only since the earlier reading: not yet "for more than a few seconds".
+        Some(was) => LagTrend::CatchingUp { was },
+    }
+}
+
+/// The ordinals to read again a moment later, because one reading cannot tell lagging from catching up: every
+/// member behind by more than [`LAG_THRESHOLD`], and the leader (whose raft index the lag is measured against).
+/// Empty when no member is behind.
+pub fn to_read_again(observation: &EtcdObservation) -> Vec<usize> {
+    let statuses: Vec<Option<&MemberStatus>> = observation.members.iter().map(|m| m.outcome.as_ref().ok()).collect();
+    let mut again: Vec<usize> = lags(&statuses)
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.is_some_and(|l| l > LAG_THRESHOLD))
+        .map(|(i, _)| i)
+        .collect();
+    if !again.is_empty() {
+        again.extend(statuses.iter().position(|s| s.is_some_and(|s| s.is_leader())));
+    }
+    again
 }
 
 /// Members that disagree on the leader or on the cluster they belong to, and members without a leader.
@@ -203,6 +256,16 @@ pub fn judge(
         .map(|m| observation.members.get(m.index as usize).and_then(|r| r.outcome.as_ref().ok()))
         .collect();
     let lags = lags(&statuses);
+    // The same members' lags in the earlier reading, if there is one.
+    let earlier_lags: Vec<Option<u64>> = match observation.earlier.as_deref() {
+        Some(earlier) => self::lags(
+            &members
+                .iter()
+                .map(|m| earlier.members.get(m.index as usize).and_then(|r| r.outcome.as_ref().ok()))
+                .collect::<Vec<_>>(),
+        ),
+        None => vec![None; members.len()],
+    };
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
     let mut unreachable = Vec::new();
@@ -236,13 +299,19 @@ pub fn judge(
             errors: s.errors.clone(),
         };
         warnings.extend(space_warnings(&m.name, &view));
-        if let Some(lag) = view.lag.filter(|l| *l > LAG_THRESHOLD) {
-            problems.push(format!(
+        if let Some(lag) = view.lag {
+            let behind = format!(
                 "member {}'s etcd trails the leader by {lag} raft entries (applied {}, leader at {})",
                 m.name,
                 view.raft_applied_index,
                 view.raft_applied_index + lag
-            ));
+            );
+            match lag_trend(earlier_lags[i], lag) {
+                LagTrend::InStep => {}
+                LagTrend::Lagging { was } => problems.push(format!("{behind}, {was} a moment before: not catching up")),
+                LagTrend::CatchingUp { was } => warnings.push(format!("{behind}, catching up ({was} a moment before)")),
+                LagTrend::Behind => warnings.push(format!("{behind} in a single reading")),
+            }
         }
         let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(reading.pod.as_str()));
         problems.extend(learner_problem(&m.name, s.is_learner, pod.and_then(|p| etcd_running_for(p, now))));
@@ -368,6 +437,41 @@ mod tests {
         behind.raft_applied_index = 2000;
         assert_eq!(lags(&[Some(&leader), Some(&behind), None]), vec![Some(0), Some(3000), None]);
         assert_eq!(lags(&[Some(&behind)]), vec![None]);
+    }
+
+    #[test]
+    fn a_member_behind_is_lagging_only_when_it_stays_behind_without_closing_the_gap() {
+        assert_eq!(lag_trend(None, 10), LagTrend::InStep);
+        assert_eq!(lag_trend(Some(5000), 900), LagTrend::InStep, "caught up since");
+        assert_eq!(lag_trend(None, 3000), LagTrend::Behind, "one reading cannot tell");
+        assert_eq!(lag_trend(Some(3000), 3000), LagTrend::Lagging { was: 3000 }, "stalled");
+        assert_eq!(lag_trend(Some(3000), 4200), LagTrend::Lagging { was: 3000 }, "falling further behind");
+        assert_eq!(lag_trend(Some(3000), 1200), LagTrend::CatchingUp { was: 3000 });
+        assert_eq!(lag_trend(Some(200), 1500), LagTrend::CatchingUp { was: 200 }, "behind only since just now");
+    }
+
+    fn reading(s: MemberStatus) -> crate::etcd::MemberReading {
+        crate::etcd::MemberReading {
+            pod: format!("m-{}", s.member_id),
+            via: String::new(),
+            outcome: Ok(s),
+            alarms: None,
+        }
+    }
+
+    #[test]
+    fn only_a_member_behind_and_the_leader_are_read_again() {
+        let mut behind = status(2, 1);
+        behind.raft_applied_index = 1000;
+        let obs = |members| EtcdObservation { members, earlier: None };
+        assert_eq!(
+            to_read_again(&obs(vec![reading(status(1, 1)), reading(status(2, 1)), reading(status(3, 1))])),
+            Vec::<usize>::new()
+        );
+        assert_eq!(
+            to_read_again(&obs(vec![reading(status(3, 1)), reading(behind), reading(status(1, 1))])),
+            vec![1, 2]
+        );
     }
 
     #[test]

@@ -12,7 +12,10 @@ pub mod quorum;
 pub mod watch;
 
 pub use assess::{HealthInputs, assess};
-pub use collect::{collect, collect_listed, collect_named, observe_etcd};
+pub use collect::{
+    OnEtcds, collect, collect_listed, collect_listed_then, collect_named, collect_named_then, observe_etcd,
+    observe_etcd_with,
+};
 pub use model::{HealthReport, Verdict};
 pub use quorum::Quorum;
 

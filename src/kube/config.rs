@@ -39,6 +39,23 @@ pub struct Cluster {
     pub context: Option<String>,
     /// URL of the API server.
     pub server: String,
+    /// The configuration of a client that can upgrade connections, when [`Cluster::client`] cannot (the
+    /// multiplexed client of [`connect_for_reads`]); built only when a port-forward is opened.
+    upgrades: Option<Box<Config>>,
+}
+
+impl Cluster {
+    /// A client that can open WebSocket upgrades (port-forwards): HTTP/1.1, as kube's own. The multiplexed
+    /// client of [`connect_for_reads`] cannot: an upgrade needs HTTP/1.1, and over HTTP/2 the request reaches
+    /// the API server without its `Upgrade` header.
+    pub fn upgrade_client(&self) -> Result<Client, ClusterError> {
+        match &self.upgrades {
+            None => Ok(self.client.clone()),
+            Some(config) => {
+                single_client((**config).clone(), None).map_err(|e| ClusterError::Kubeconfig(e.to_string()))
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Cluster {
@@ -181,7 +198,7 @@ fn go_arch(arch: &str) -> &str {
 
 /// Connects as kubectl would (see the module doc).
 pub async fn connect(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
-    connect_with(opts, single_client).await
+    connect_with(opts, single_client, true).await
 }
 
 /// kube's own client (HTTP/1.1, through a proxy when the kubeconfig names one), with the slow-answer notice.
@@ -193,10 +210,12 @@ fn single_client(config: Config, slow: Option<SlowAnswerLayer>) -> Result<Client
     })
 }
 
-/// Resolves the configuration and builds the client with `build`.
+/// Resolves the configuration and builds the client with `build` (`build_upgrades`: its client can open
+/// WebSocket upgrades).
 async fn connect_with(
     opts: &AccessOptions,
     build: fn(Config, Option<SlowAnswerLayer>) -> Result<Client, kube::Error>,
+    build_upgrades: bool,
 ) -> Result<Cluster, ClusterError> {
     let (config, context) = resolve_config(opts).await?;
     let namespace = config.default_namespace.clone();
@@ -207,8 +226,9 @@ async fn connect_with(
         is_default: opts.request_timeout.is_none(),
     });
     let slow = opts.slow_answer.clone().map(|n| SlowAnswerLayer::new(n, &server));
+    let upgrades = (!build_upgrades).then(|| Box::new(config.clone()));
     let client = build(config, slow).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
-    Ok(Cluster { client, namespace, context, server })
+    Ok(Cluster { client, namespace, context, server, upgrades })
 }
 
 /// Connects as [`connect`] does, with a client that sends concurrent requests over one HTTP/2 connection
@@ -219,7 +239,7 @@ async fn connect_with(
 ///
 /// For reads only: WebSocket upgrades (port-forward) need HTTP/1.1, so commands that open them use [`connect`].
 pub async fn connect_for_reads(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
-    connect_with(opts, multiplexed_client).await
+    connect_with(opts, multiplexed_client, false).await
 }
 
 /// The client of [`connect_for_reads`]: kube's stack (base URI, credentials, headers, timeouts) over a

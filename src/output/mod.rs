@@ -134,6 +134,14 @@ pub enum OutputError {
     Unsupported(&'static str),
 }
 
+impl OutputError {
+    /// Whether the reader of stdout went away (a closed pipe: `druidctl logs ETCD | head -1`). Not a failure
+    /// worth a word: the command ends quietly, as coreutils and kubectl do.
+    pub fn is_closed_pipe(&self) -> bool {
+        matches!(self, OutputError::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
 /// Something the printer can show in every format.
 pub trait Printable {
     /// The table (`wide` adds columns).

@@ -3,7 +3,7 @@
 
 use super::age::human;
 use super::table::{Cell, Style, Table};
-use crate::health::model::{HealthReport, MemberHealth, SnapshotView, StatusSource, Verdict};
+use crate::health::model::{HealthReport, MemberEtcdView, MemberHealth, SnapshotView, StatusSource, Verdict};
 
 /// apiVersion of the `status -o json|yaml` document (schema in docs/cli.md).
 pub const STATUS_API_VERSION: &str = "druidctl.gardener.cloud/v1alpha1";
@@ -71,11 +71,7 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
     if !r.members.is_empty() {
         // etcd's columns when at least one member's etcd answered; else the lease and pod columns, and one line
         // under the table says why etcd was not reached.
-        if r.members.iter().any(|m| m.etcd.is_some()) {
-            out.push_str(&etcd_member_table(r, wide, color));
-        } else {
-            out.push_str(&member_table(r, wide, color));
-        }
+        out.push_str(&member_table(r, wide, color));
         out.push_str(&format!("  {}\n", Style::Dim.paint(&sources_legend(r), color)));
         for m in r.members.iter().filter(|m| m.druid_view_stale) {
             out.push_str(&format!("  {}\n", Style::Warn.paint(&stale_note(m), color)));
@@ -178,181 +174,125 @@ pub fn render_report(r: &HealthReport, wide: bool, color: bool) -> String {
     out
 }
 
-/// The member table from etcd-druid's view and the Kubernetes objects alone (etcd not asked).
-fn member_table(r: &HealthReport, wide: bool, color: bool) -> String {
-    let mut out = String::new();
-    // The default table fits 120 columns: the lease holder, member ID, PVC and its phase are under -o wide.
-    let headers: &[&str] = if wide {
-        &[
-            "member",
-            "id",
-            "role",
-            "status",
-            "reason",
-            "lease holder",
-            "renewed",
-            "pod",
-            "ready",
-            "restarts",
-            "pvc",
-            "pvc phase",
-            "node",
-        ]
-    } else {
-        &["member", "role", "status", "reason", "renewed", "pod", "ready", "restarts", "node"]
-    };
-    let mut t = Table::new(headers);
-    for m in &r.members {
-        let status_style = if m.ready { Style::Good } else { Style::Bad };
-        let (pod_phase, pod_ready, restarts) = match &m.pod {
-            Some(p) => (p.phase.clone(), p.ready.to_string(), p.restarts.to_string()),
-            None => ("Missing".into(), "-".into(), "-".into()),
-        };
-        let lease_age = m.lease.as_ref().and_then(|l| l.age_seconds);
-        let lease_style = if m.lease.as_ref().is_some_and(|l| l.fresh) { Style::Plain } else { Style::Warn };
-        let mut row = vec![Cell::plain(&m.name)];
-        if wide {
-            row.push(Cell::plain(dash(m.id.as_deref())));
-        }
-        // A `*` marks a status etcd-druid has not brought up to date yet (explained under the table).
-        let status = if m.druid_view_stale {
-            Cell::styled(format!("{}*", m.status), Style::Warn)
-        } else {
-            Cell::styled(&m.status, status_style)
-        };
-        row.extend([
-            Cell::plain(dash(m.role.as_deref())),
-            status,
-            Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
-        ]);
-        if wide {
-            row.push(Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))));
-        }
-        row.extend([
-            Cell::styled(lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into()), lease_style),
-            Cell::plain(pod_phase),
-            Cell::plain(pod_ready),
-            Cell::plain(restarts),
-        ]);
-        if wide {
-            row.push(Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into())));
-            row.push(Cell::plain(m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into())));
-        }
-        row.push(Cell::plain(dash(m.node.as_deref())));
-        t.row(row);
-    }
-    if !wide {
-        // Two columns of indent; a long node name is shortened, never the line wrapped.
-        t.fit_last_column(MEMBER_TABLE_WIDTH - 2);
-    }
-    out.push('\n');
-    out.push_str(&indent(&t.render(color)));
-    out
+/// One column of the member table: its header and how a member's cell is made.
+struct Column {
+    header: &'static str,
+    cell: fn(&MemberHealth) -> Cell,
 }
 
-/// The member table with etcd's own view: DB SIZE/QUOTA, IN USE, RAFT INDEX (the applied index, and how far it
-/// trails the leader) and VERSION take the place of the lease and pod columns, which move under `-o wide` with
-/// etcd's raw numbers (bytes, term, indexes, revision).
-fn etcd_member_table(r: &HealthReport, wide: bool, color: bool) -> String {
-    let headers: &[&str] = if wide {
-        &[
-            "member",
-            "id",
-            "role",
-            "status",
-            "reason",
-            "lease holder",
-            "renewed",
-            "pod",
-            "ready",
-            "restarts",
-            "pvc",
-            "pvc phase",
-            "db size",
-            "in use",
-            "quota",
-            "raft term",
-            "raft index",
-            "applied",
-            "lag",
-            "revision",
-            "version",
-            "node",
-        ]
-    } else {
-        &["member", "role", "status", "reason", "db size/quota", "in use", "raft index", "version", "node"]
-    };
-    let mut t = Table::new(headers);
-    for m in &r.members {
-        let e = m.etcd.as_ref();
-        let role = match e {
-            Some(e) if e.is_leader => "Leader".to_string(),
-            Some(e) if e.is_learner => "Learner".to_string(),
-            Some(_) => "Member".to_string(),
-            None => dash(m.role.as_deref()),
-        };
-        let status = if m.druid_view_stale {
-            Cell::styled(format!("{}*", m.status), Style::Warn)
-        } else {
-            Cell::styled(&m.status, if m.ready { Style::Good } else { Style::Bad })
-        };
-        let mut row = vec![Cell::plain(&m.name)];
-        if wide {
-            row.push(Cell::plain(e.map(|e| e.member_id.clone()).unwrap_or_else(|| dash(m.id.as_deref()))));
-        }
-        row.extend([
-            Cell::plain(role),
-            status,
-            Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad }),
+const fn column(header: &'static str, cell: fn(&MemberHealth) -> Cell) -> Column {
+    Column { header, cell }
+}
+
+/// A cell from etcd's view of the member, `-` where its etcd did not answer.
+fn etcd_cell(m: &MemberHealth, f: impl Fn(&MemberEtcdView) -> String) -> Cell {
+    Cell::plain(m.etcd.as_ref().map(f).unwrap_or_else(|| "-".into()))
+}
+
+/// The pod's phase, readiness and restarts (`Missing` without a pod).
+fn pod_cells(m: &MemberHealth) -> [String; 3] {
+    match &m.pod {
+        Some(p) => [p.phase.clone(), p.ready.to_string(), p.restarts.to_string()],
+        None => ["Missing".into(), "-".into(), "-".into()],
+    }
+}
+
+/// The columns of the member table. Without etcd's view: etcd-druid's view and the Kubernetes objects (lease,
+/// pod, restarts). With it (`with_etcd`: at least one member's etcd answered): DB SIZE/QUOTA, IN USE, RAFT
+/// INDEX (the applied index, and how far it trails the leader) and VERSION take the place of the lease and pod
+/// columns, which move under `-o wide` with etcd's raw numbers (bytes, term, indexes, revision). The default
+/// table fits 120 columns: the lease holder, member ID, PVC and its phase are under -o wide.
+fn member_columns(wide: bool, with_etcd: bool) -> Vec<Column> {
+    let mut columns = vec![column("member", |m| Cell::plain(&m.name))];
+    if wide {
+        columns.push(column("id", |m| {
+            Cell::plain(m.etcd.as_ref().map(|e| e.member_id.clone()).unwrap_or_else(|| dash(m.id.as_deref())))
+        }));
+    }
+    columns.extend([
+        column("role", |m| {
+            Cell::plain(match &m.etcd {
+                Some(e) if e.is_leader => "Leader".to_string(),
+                Some(e) if e.is_learner => "Learner".to_string(),
+                Some(_) => "Member".to_string(),
+                None => dash(m.role.as_deref()),
+            })
+        }),
+        // A `*` marks a status etcd-druid has not brought up to date yet (explained under the table).
+        column("status", |m| {
+            if m.druid_view_stale {
+                Cell::styled(format!("{}*", m.status), Style::Warn)
+            } else {
+                Cell::styled(&m.status, if m.ready { Style::Good } else { Style::Bad })
+            }
+        }),
+        column("reason", |m| Cell::styled(&m.reason, if m.ready { Style::Plain } else { Style::Bad })),
+    ]);
+    if wide {
+        columns.push(column("lease holder", |m| Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref())))));
+    }
+    if wide || !with_etcd {
+        columns.extend([
+            column("renewed", |m| {
+                let style = if m.lease.as_ref().is_some_and(|l| l.fresh) { Style::Plain } else { Style::Warn };
+                let age = m.lease.as_ref().and_then(|l| l.age_seconds);
+                Cell::styled(age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into()), style)
+            }),
+            column("pod", |m| Cell::plain(pod_cells(m)[0].clone())),
+            column("ready", |m| Cell::plain(pod_cells(m)[1].clone())),
+            column("restarts", |m| Cell::plain(pod_cells(m)[2].clone())),
         ]);
-        let number = |f: &dyn Fn(&crate::health::model::MemberEtcdView) -> String| {
-            Cell::plain(e.map(f).unwrap_or_else(|| "-".into()))
-        };
-        if wide {
-            let (pod_phase, pod_ready, restarts) = match &m.pod {
-                Some(p) => (p.phase.clone(), p.ready.to_string(), p.restarts.to_string()),
-                None => ("Missing".into(), "-".into(), "-".into()),
-            };
-            let lease_age = m.lease.as_ref().and_then(|l| l.age_seconds);
-            row.extend([
-                Cell::plain(dash(m.lease.as_ref().and_then(|l| l.holder.as_deref()))),
-                Cell::plain(lease_age.map(|a| format!("{} ago", human(a))).unwrap_or_else(|| "never".into())),
-                Cell::plain(pod_phase),
-                Cell::plain(pod_ready),
-                Cell::plain(restarts),
-                Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into())),
-                Cell::plain(m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into())),
-                number(&|e| e.db_size.to_string()),
-                number(&|e| e.db_size_in_use.to_string()),
-                number(&|e| e.quota.to_string()),
-                number(&|e| e.raft_term.to_string()),
-                number(&|e| e.raft_index.to_string()),
-                number(&|e| e.raft_applied_index.to_string()),
-                number(&|e| e.lag.map(|l| l.to_string()).unwrap_or_else(|| "-".into())),
-                number(&|e| e.revision.to_string()),
-            ]);
-        } else {
-            let used = e.map(|e| e.db_size.saturating_mul(100) / e.quota.max(1));
-            let space_style = match used {
-                Some(u) if u >= crate::health::etcd_view::QUOTA_WARNING_PERCENT => Style::Warn,
-                _ => Style::Plain,
-            };
-            row.extend([
-                Cell::styled(
-                    e.map(|e| crate::health::etcd_view::size_of_quota(e.db_size, e.quota))
-                        .unwrap_or_else(|| "-".into()),
-                    space_style,
-                ),
-                number(&|e| crate::etcd::quantity::human_bytes(e.db_size_in_use)),
-                number(&|e| match e.lag {
+    }
+    if wide {
+        columns.extend([
+            column("pvc", |m| Cell::plain(m.pvc.as_ref().map(|p| p.name.clone()).unwrap_or_else(|| "-".into()))),
+            column("pvc phase", |m| Cell::plain(m.pvc.as_ref().map(|p| p.phase.clone()).unwrap_or_else(|| "-".into()))),
+        ]);
+    }
+    if with_etcd && wide {
+        columns.extend([
+            column("db size", |m| etcd_cell(m, |e| e.db_size.to_string())),
+            column("in use", |m| etcd_cell(m, |e| e.db_size_in_use.to_string())),
+            column("quota", |m| etcd_cell(m, |e| e.quota.to_string())),
+            column("raft term", |m| etcd_cell(m, |e| e.raft_term.to_string())),
+            column("raft index", |m| etcd_cell(m, |e| e.raft_index.to_string())),
+            column("applied", |m| etcd_cell(m, |e| e.raft_applied_index.to_string())),
+            column("lag", |m| etcd_cell(m, |e| e.lag.map(|l| l.to_string()).unwrap_or_else(|| "-".into()))),
+            column("revision", |m| etcd_cell(m, |e| e.revision.to_string())),
+        ]);
+    } else if with_etcd {
+        columns.extend([
+            column("db size/quota", |m| {
+                let used = m.etcd.as_ref().map(|e| e.db_size.saturating_mul(100) / e.quota.max(1));
+                let style = match used {
+                    Some(u) if u >= crate::health::etcd_view::QUOTA_WARNING_PERCENT => Style::Warn,
+                    _ => Style::Plain,
+                };
+                Cell { style, ..etcd_cell(m, |e| crate::health::etcd_view::size_of_quota(e.db_size, e.quota)) }
+            }),
+            column("in use", |m| etcd_cell(m, |e| crate::etcd::quantity::human_bytes(e.db_size_in_use))),
+            column("raft index", |m| {
+                etcd_cell(m, |e| match e.lag {
                     Some(lag) if lag > 0 => format!("{} (-{lag})", e.raft_applied_index),
                     _ => e.raft_applied_index.to_string(),
-                }),
-            ]);
-        }
-        row.push(number(&|e| e.version.clone()));
-        row.push(Cell::plain(dash(m.node.as_deref())));
-        t.row(row);
+                })
+            }),
+        ]);
+    }
+    if with_etcd {
+        columns.push(column("version", |m| etcd_cell(m, |e| e.version.clone())));
+    }
+    columns.push(column("node", |m| Cell::plain(dash(m.node.as_deref()))));
+    columns
+}
+
+/// The member table (see [`member_columns`]); etcd's columns when at least one member's etcd answered.
+fn member_table(r: &HealthReport, wide: bool, color: bool) -> String {
+    let columns = member_columns(wide, r.members.iter().any(|m| m.etcd.is_some()));
+    let headers: Vec<&str> = columns.iter().map(|c| c.header).collect();
+    let mut t = Table::new(&headers);
+    for m in &r.members {
+        t.row(columns.iter().map(|c| (c.cell)(m)).collect());
     }
     if !wide {
         // Two columns of indent; a long node name is shortened, never the line wrapped.
@@ -510,4 +450,100 @@ pub fn document(reports: &[HealthReport]) -> serde_json::Value {
         "kind": STATUS_KIND,
         "items": reports,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etcd::{EtcdObservation, MemberReading, MemberStatus, Unreachable, UnreachableCause};
+    use crate::health::HealthInputs;
+    use serde_json::json;
+
+    /// A 3-member Etcd whose members 0 and 1 answered etcd's Maintenance Status (member 1 behind, its database
+    /// near the quota) and member 2 did not.
+    fn report_with_etcd_view() -> HealthReport {
+        let now: jiff::Timestamp = "2026-11-28T10:00:00Z".parse().unwrap();
+        let etcd = serde_json::from_value(json!({"apiVersion": "druid.gardener.cloud/v1alpha1", "kind": "Etcd",
+            "metadata": {"name": "etcd-main", "namespace": "shoot--a", "generation": 2},
+            "spec": {"replicas": 3, "labels": {}, "etcd": {"quota": "8Gi"}, "backup": {}},
+            "status": {"observedGeneration": 2, "ready": true, "members": [
+                {"name": "etcd-main-0", "id": "a1", "role": "Leader", "status": "Ready", "reason": "LeaseSucceeded"},
+                {"name": "etcd-main-1", "id": "b2", "role": "Member", "status": "Ready", "reason": "LeaseSucceeded"},
+                {"name": "etcd-main-2", "id": "c3", "role": "Member", "status": "Ready", "reason": "LeaseSucceeded"}]}}))
+        .unwrap();
+        let pods = (0..3)
+            .map(|i| {
+                serde_json::from_value(json!({"metadata": {"name": format!("etcd-main-{i}"), "namespace": "shoot--a"},
+                    "spec": {"nodeName": format!("node-{i}"), "containers": []},
+                    "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                        "containerStatuses": [{"name": "etcd", "ready": true, "restartCount": i, "image": "etcd", "imageID": "",
+                            "state": {"running": {"startedAt": "2026-11-28T09:00:00Z"}}}]}}))
+                .unwrap()
+            })
+            .collect();
+        let leases = (0..3)
+            .map(|i| {
+                serde_json::from_value(json!({"metadata": {"name": format!("etcd-main-{i}"), "namespace": "shoot--a"},
+                    "spec": {"holderIdentity": format!("a{i}:Leader"), "renewTime": "2026-11-28T09:59:55.000000Z",
+                        "leaseDurationSeconds": 40}}))
+                .unwrap()
+            })
+            .collect();
+        let status = |id: u64, db: i64, applied: u64| MemberStatus {
+            member_id: id,
+            cluster_id: 7,
+            leader: 1,
+            version: "3.5.21".into(),
+            db_size: db,
+            db_size_in_use: db / 2,
+            db_size_quota: None,
+            raft_term: 4,
+            raft_index: 9000,
+            raft_applied_index: applied,
+            is_learner: false,
+            errors: vec![],
+            revision: 812,
+        };
+        let reading = |i: u32, outcome| MemberReading {
+            pod: format!("etcd-main-{i}"),
+            via: "https://127.0.0.1:2379".into(),
+            outcome,
+            alarms: Some(vec![]),
+        };
+        let observation = EtcdObservation {
+            members: vec![
+                reading(0, Ok(status(1, 412 * 1024 * 1024, 9000))),
+                reading(1, Ok(status(2, 7 * 1024 * 1024 * 1024, 8990))),
+                reading(
+                    2,
+                    Err(Unreachable { cause: UnreachableCause::NotAnswering, detail: "connection refused".into() }),
+                ),
+            ],
+            earlier: None,
+        };
+        let inputs =
+            HealthInputs { etcd, pods, pvcs: vec![], leases, tasks: None, etcd_observation: Some(observation) };
+        crate::health::assess(&inputs, now)
+    }
+
+    #[test]
+    fn the_member_table_with_etcds_view_in_every_width_and_color() {
+        let r = report_with_etcd_view();
+        for (wide, color) in [(false, false), (true, false), (false, true), (true, true)] {
+            insta::assert_snapshot!(
+                format!("etcd_member_table_wide_{wide}_color_{color}"),
+                render_report(&r, wide, color)
+            );
+        }
+        let mut without = r.clone();
+        for m in &mut without.members {
+            m.etcd = None;
+        }
+        for (wide, color) in [(false, false), (true, true)] {
+            insta::assert_snapshot!(
+                format!("member_table_wide_{wide}_color_{color}"),
+                render_report(&without, wide, color)
+            );
+        }
+    }
 }

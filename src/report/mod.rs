@@ -117,6 +117,7 @@ pub fn plan(opts: &ReportOptions) -> Vec<String> {
         "EtcdOpsTasks of the Etcd (list etcdopstasks)".into(),
         format!("events in namespace {} about these objects (list events)", e.namespace),
         "status -o json (the reads of status)".into(),
+        "etcd's own view of every member: Maintenance Status, alarm list, HashKV (get secrets of the client TLS; from outside the cluster create pods/portforward)".into(),
         "Secrets the Etcd references: name, type, key names, certificate subject/SANs/issuer/serial/validity — never values or keys (get secrets)".into(),
     ];
     if opts.logs {
@@ -280,11 +281,16 @@ pub async fn collect(
 
     progress("status");
     match crate::health::collect_named(client, std::slice::from_ref(key)).await {
-        Ok(inputs) => {
+        Ok(mut inputs) => {
+            progress("etcd's own view");
+            crate::health::observe_etcd(client, &mut inputs, crate::etcd::MEMBER_READ_TIMEOUT).await;
             let now = jiff::Timestamp::now();
             let reports: Vec<_> = inputs.iter().map(|i| crate::health::assess(i, now)).collect();
             let doc = crate::output::status::document(&reports);
             b.add("status.json", "druidctl status -o json", serde_json::to_vec_pretty(&doc).unwrap_or_default());
+            if let (Some(input), Some(report)) = (inputs.first(), reports.first()) {
+                collect_etcd_view(client, input, report, &mut b).await;
+            }
         }
         Err(e) => b.skip("status -o json", e.to_string()),
     }
@@ -391,6 +397,70 @@ async fn collect_logs(
                 }
             }
         }
+    }
+}
+
+/// What the skipped line of etcd's own view is called in the index.
+pub const ETCD_VIEW: &str = "etcd's own view (member status, alarms, hashkv)";
+
+/// etcd's own view, as `status`, `alarm list` and `check` read it: each member's Maintenance Status and alarm
+/// list (`etcd/<member>.json`), the cluster's alarms (`etcd/alarms.json`) and the members' HashKV at one
+/// common revision (`etcd/hashkv.json`). When no member answered, one skipped line says why.
+async fn collect_etcd_view(
+    client: &kube::Client,
+    input: &crate::health::HealthInputs,
+    report: &crate::health::HealthReport,
+    b: &mut Bundle,
+) {
+    let Some(observation) = input.etcd_observation.as_ref() else { return };
+    if observation.answered().next().is_none() {
+        let why = report.etcd_view.as_ref().and_then(|v| v.not_reached.clone()).unwrap_or_default();
+        // The status line's sentence without its preamble about the verdict.
+        let why = why.split_once(": ").map_or(why.as_str(), |(_, w)| w);
+        b.skip(ETCD_VIEW, why);
+        return;
+    }
+    for m in &observation.members {
+        match &m.outcome {
+            Ok(status) => {
+                let doc = serde_json::json!({"member": m.pod, "via": m.via, "status": status, "alarms": m.alarms});
+                b.add(
+                    format!("etcd/{}.json", m.pod),
+                    format!("etcd's own status of member {} (Maintenance Status, alarm list)", m.pod),
+                    serde_json::to_vec_pretty(&doc).unwrap_or_default(),
+                );
+            }
+            Err(u) => b.skip(format!("etcd's own view of member {}", m.pod), u.detail.clone()),
+        }
+    }
+    match observation.alarms() {
+        Some(alarms) => b.add(
+            "etcd/alarms.json",
+            format!("the cluster's alarms ({})", alarms.len()),
+            serde_json::to_vec_pretty(&alarms).unwrap_or_default(),
+        ),
+        None => b.skip("etcd alarm list", "no member that answered listed the alarms"),
+    }
+    let names = input.etcd.managed_names();
+    let members: Vec<(String, Option<Pod>)> = report
+        .members
+        .iter()
+        .map(|m| {
+            let pod = names.pod(m.index);
+            (m.name.clone(), input.pods.iter().find(|p| p.metadata.name.as_deref() == Some(&pod)).cloned())
+        })
+        .collect();
+    match crate::etcd::consistency::check(client, &input.etcd, &members, crate::etcd::MEMBER_READ_TIMEOUT).await {
+        Ok(hashes) => b.add(
+            "etcd/hashkv.json",
+            format!(
+                "the members' HashKV at revision {}: {}",
+                hashes.revision,
+                if hashes.consistent() { "consistent" } else { "divergent" }
+            ),
+            serde_json::to_vec_pretty(&hashes).unwrap_or_default(),
+        ),
+        Err(e) => b.skip("etcd hashkv", e.to_string()),
     }
 }
 

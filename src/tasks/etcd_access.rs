@@ -123,13 +123,17 @@ pub(crate) async fn tls_material(
             .map(|b| b.0.clone())
             .ok_or_else(|| StepError::Permanent(format!("secret {what} has no key {key:?}")))
     };
-    let (what, ca) = read(&tls.tls_ca_secret_ref).await?;
-    let ca = key(&ca, &what, tls.tls_ca_secret_ref.data_key.as_deref().unwrap_or("ca.crt"))?;
-    let client = match tls.client_tls_secret_ref.as_ref() {
-        Some(r) => {
-            let (what, pair) = read(r).await?;
-            Some((key(&pair, &what, "tls.crt")?, key(&pair, &what, "tls.key")?))
+    // Both secrets at once: one round trip, not two.
+    let pair = async {
+        match tls.client_tls_secret_ref.as_ref() {
+            Some(r) => read(r).await.map(Some),
+            None => Ok(None),
         }
+    };
+    let ((what, ca), pair) = tokio::try_join!(read(&tls.tls_ca_secret_ref), pair)?;
+    let ca = key(&ca, &what, tls.tls_ca_secret_ref.data_key.as_deref().unwrap_or("ca.crt"))?;
+    let client = match pair {
+        Some((what, pair)) => Some((key(&pair, &what, "tls.crt")?, key(&pair, &what, "tls.key")?)),
         None => None,
     };
     Ok(TlsMaterial { ca, client })
@@ -149,22 +153,58 @@ pub(crate) async fn tls_options(kube: &kube::Client, etcd: &Etcd) -> Result<Opti
     Ok(Some(options))
 }
 
-/// Serves a loopback listener whose every connection is a new port-forward to `pod:port` (what `kubectl
+/// Why a member's client port could not be opened from this process.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The API server refused the port-forward with 403: RBAC does not grant `create pods/portforward`.
+    #[error("no permission to create pods/portforward in namespace {namespace}")]
+    PortForwardForbidden {
+        /// The pod's namespace.
+        namespace: String,
+    },
+    /// Anything else: no pod, no kubelet behind the API server, no local port.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<RouteError> for StepError {
+    fn from(e: RouteError) -> StepError {
+        match e {
+            RouteError::PortForwardForbidden { .. } => StepError::Permanent(e.to_string()),
+            RouteError::Failed(why) => StepError::Transient(why),
+        }
+    }
+}
+
+/// Serves a loopback listener whose every connection is a port-forward to `pod:port` (what `kubectl
 /// port-forward` does), until `stop` is cancelled. Returns the listener's address.
+///
+/// The first port-forward is opened before the address is handed out, and the first connection uses it: a
+/// refusal (403 without the RBAC grant, a pod without a kubelet behind it) is known from the API server's own
+/// answer at once, and a caller that opens it concurrently with its other reads (the TLS secrets) does not pay
+/// the WebSocket upgrade after them.
 async fn bridge(
     kube: &kube::Client,
     ns: &str,
     pod: &str,
     port: u16,
     stop: CancellationToken,
-) -> Result<SocketAddr, StepError> {
+) -> Result<SocketAddr, RouteError> {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), ns);
+    let first = pods.portforward(pod, &[port]).await.map_err(|e| match e {
+        kube::Error::Api(s) if s.code == 403 => RouteError::PortForwardForbidden { namespace: ns.to_string() },
+        kube::Error::Api(s) => {
+            RouteError::Failed(format!("the port-forward to {pod}:{port} was refused: {}", s.message))
+        }
+        other => RouteError::Failed(format!("the port-forward to {pod}:{port} failed: {other}")),
+    })?;
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
-        .map_err(|e| StepError::Transient(format!("opening a local port for the port-forward: {e}")))?;
-    let addr = listener.local_addr().map_err(|e| StepError::Transient(e.to_string()))?;
-    let pods: Api<Pod> = Api::namespaced(kube.clone(), ns);
+        .map_err(|e| RouteError::Failed(format!("opening a local port for the port-forward: {e}")))?;
+    let addr = listener.local_addr().map_err(|e| RouteError::Failed(e.to_string()))?;
     let pod = pod.to_string();
     tokio::spawn(async move {
+        let mut first = Some(first);
         loop {
             let accepted = tokio::select! {
                 _ = stop.cancelled() => return,
@@ -174,14 +214,18 @@ async fn bridge(
             let pods = pods.clone();
             let pod = pod.clone();
             let stop = stop.clone();
+            let opened = first.take();
             tokio::spawn(async move {
-                let mut forwarder = match pods.portforward(&pod, &[port]).await {
-                    Ok(f) => f,
-                    Err(e) => {
-                        // The client on the local end sees the connection close and says so itself.
-                        tracing::debug!(pod = %pod, error = %e, "port-forward failed");
-                        return;
-                    }
+                let mut forwarder = match opened {
+                    Some(f) => f,
+                    None => match pods.portforward(&pod, &[port]).await {
+                        Ok(f) => f,
+                        Err(e) => {
+                            // The client on the local end sees the connection close and says so itself.
+                            tracing::debug!(pod = %pod, error = %e, "port-forward failed");
+                            return;
+                        }
+                    },
                 };
                 let Some(mut remote) = forwarder.take_stream(port) else { return };
                 tokio::select! {
@@ -198,12 +242,13 @@ async fn bridge(
 
 /// A URL that reaches the client port of member `pod` of `etcd` from this process (see the module doc): the
 /// route's own URL, or a loopback port-forward bridge that stays open while the returned guard lives. Also says
-/// how the member is reached, for messages.
-pub async fn member_url(
+/// how the member is reached, for messages. `kube` must be able to upgrade connections (HTTP/1.1: the client of
+/// [`crate::kube::connect`], not the multiplexed one of [`crate::kube::connect_for_reads`]).
+pub async fn member_route(
     kube: &kube::Client,
     etcd: &Etcd,
     pod: &Pod,
-) -> Result<(String, String, Option<tokio_util::sync::DropGuard>), StepError> {
+) -> Result<(String, String, Option<tokio_util::sync::DropGuard>), RouteError> {
     let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
     let scheme = if etcd.spec.etcd.client_url_tls.is_some() { "https" } else { "http" };
     Ok(match route(etcd, pod, in_cluster()) {
@@ -214,6 +259,16 @@ pub async fn member_url(
             (format!("{scheme}://{addr}"), format!("a port-forward to {name}:{port}"), Some(stop.drop_guard()))
         }
     })
+}
+
+/// [`member_route`] with its failure as a [`StepError`] (a refused port-forward is permanent, the rest
+/// transient: the member may be restarting).
+pub async fn member_url(
+    kube: &kube::Client,
+    etcd: &Etcd,
+    pod: &Pod,
+) -> Result<(String, String, Option<tokio_util::sync::DropGuard>), StepError> {
+    Ok(member_route(kube, etcd, pod).await?)
 }
 
 /// Connects to the etcd of member pod `pod` of `etcd` (see the module doc). Connection failures are transient:
