@@ -85,11 +85,13 @@ if [ -z "${DRUIDCTL_SKIP_EXTERNAL_E2E:-}" ]; then
   fi
   e2e_dir="$(mktemp -d)"
   export REALK8S_DIR="$e2e_dir/realk8s"
-  # A free loopback port (nothing answers on it, not chosen yet), picked at random.
+  # A free loopback port (nothing answers on it, not chosen yet), picked at random between the playground's
+  # range (12000-29999, crates/landscape/src/etcd/ports.rs) and the kernel's ephemeral range (32768 and up), where
+  # the main pass's outgoing connections could hold it by the time the server binds it.
   free_port() {
     local p
     while :; do
-      p=$(( 20000 + RANDOM % 30000 ))
+      p=$(( 30000 + RANDOM % 2700 ))
       case " ${taken_ports:-} " in *" $p "*) continue ;; esac
       if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
     done
@@ -107,6 +109,9 @@ if [ -z "${DRUIDCTL_SKIP_EXTERNAL_E2E:-}" ]; then
   trap cleanup EXIT
   if ! "$realk8s" start >"$e2e_dir/realk8s-start.log" 2>&1; then
     cat "$e2e_dir/realk8s-start.log" >&2
+    for log in "$REALK8S_DIR"/run/*.log; do
+      [ -f "$log" ] && { echo "--- last lines of $log" >&2; tail -n 30 "$log" >&2; }
+    done
     echo "test.sh: the real kube-apiserver did not start" >&2
     exit 1
   fi

@@ -86,12 +86,14 @@ impl Fx {
         }))
         .unwrap();
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), NS);
-        pdbs.create(&PostParams::default(), &pdb).await.expect("pdb");
+        let created = pdbs.create(&PostParams::default(), &pdb).await.expect("pdb");
+        // As the disruption controller writes it: an eviction waits (429) for a budget it has not observed yet.
         pdbs.patch_status(
             "etcd-main",
             &PatchParams::default(),
             &Patch::Merge(json!({"status": {
-            "disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3}})),
+            "disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3,
+            "observedGeneration": created.metadata.generation}})),
         )
         .await
         .expect("pdb status");

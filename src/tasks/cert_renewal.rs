@@ -301,7 +301,15 @@ impl Step for VerifyServedCertificates {
                 // The member's client port as etcd_access reaches it: the published URL, its DNS name inside
                 // the cluster, or a port-forward through the API server from outside (never some other etcd on
                 // this machine's loopback).
-                let (url, _via, _bridge) = super::etcd_access::member_url(&cx.client, &cx.etcd, &p).await?;
+                // A member that cannot be reached from here (no route, port-forward refused) is recorded as
+                // unverified, like one whose TLS handshake fails: the renewal itself is done.
+                let (url, _via, _bridge) = match super::etcd_access::member_url(&cx.client, &cx.etcd, &p).await {
+                    Ok(route) => route,
+                    Err(e) => {
+                        members.insert(pod, json!({"error": e.to_string()}));
+                        continue;
+                    }
+                };
                 match served_serial(&url, PROBE_TIMEOUT).await {
                     Ok(served) if served == issued => {
                         members.insert(pod, json!({"url": url, "servedSerial": served}));

@@ -519,13 +519,14 @@ impl MemberRuntime {
                         .with_timeout(PROBE_TIMEOUT)
                 })
                 .collect();
-            let mut quorate = None;
-            for p in peers {
-                if probe_running_cluster(&p).await {
-                    quorate = Some(p.with_timeout(Duration::from_secs(3)));
-                    break;
-                }
-            }
+            // All peers at once, as the sidecar asks the client Service (which any ready member answers): a peer
+            // on a lost node costs no probe timeout of its own.
+            let probes = peers.into_iter().map(|p| {
+                Box::pin(async move {
+                    if probe_running_cluster(&p).await { Ok(p.with_timeout(Duration::from_secs(3))) } else { Err(()) }
+                })
+            });
+            let quorate = futures::future::select_ok(probes).await.ok().map(|(p, _)| p);
             match quorate {
                 Some(peer) => {
                     let my_peer = format!("http://127.0.0.1:{}", self.process.config().peer_port);
