@@ -1844,6 +1844,26 @@ impl Norm {
         }
     }
 
+    /// The comparable form of a watch stream: its events, each normalised like an object.
+    fn events(&self, side: &Side, body: &str) -> Value {
+        let mut events = Vec::new();
+        for line in body.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<Value>(line) {
+                // A periodic BOOKMARK (progress only, without `k8s.io/initial-events-end`) comes when the
+                // server's bookmark timer fires, which the collection window does not control.
+                Ok(e)
+                    if e["type"] == "BOOKMARK"
+                        && e.pointer("/object/metadata/annotations/k8s.io~1initial-events-end").is_none() => {}
+                Ok(mut e) => {
+                    self.value(side, &mut e, "", false);
+                    events.push(status_only(e));
+                }
+                Err(_) => events.push(json!({"unparsed": self.string(side, line)})),
+            }
+        }
+        Value::Array(events)
+    }
+
     /// The comparable form of an answer.
     fn answer(&self, side: &Side, raw: &Raw) -> Value {
         let body = if raw.ctype == "kubectl" {
@@ -1864,28 +1884,17 @@ impl Norm {
             };
             json!({"stdout": f(v["stdout"].as_str().unwrap_or("")), "stderr": f(v["stderr"].as_str().unwrap_or(""))})
         } else if raw.ctype == "watch" {
-            let mut events = Vec::new();
-            for line in raw.body.lines().filter(|l| !l.trim().is_empty()) {
-                match serde_json::from_str::<Value>(line) {
-                    // A periodic BOOKMARK (progress only, without `k8s.io/initial-events-end`) comes when the
-                    // server's bookmark timer fires, which the collection window does not control.
-                    Ok(e)
-                        if e["type"] == "BOOKMARK"
-                            && e.pointer("/object/metadata/annotations/k8s.io~1initial-events-end").is_none() => {}
-                    Ok(mut e) => {
-                        self.value(side, &mut e, "", false);
-                        events.push(status_only(e));
-                    }
-                    Err(_) => events.push(json!({"unparsed": self.string(side, line)})),
-                }
-            }
-            Value::Array(events)
+            self.events(side, &raw.body)
         } else {
             match serde_json::from_str::<Value>(&raw.body) {
                 Ok(mut v) => {
                     self.value(side, &mut v, "", false);
                     status_only(v)
                 }
+                // A watch answered to a plain GET (`?watch=1&timeoutSeconds=…`) is a stream of JSON events, one a
+                // line: compared event by event like the watches above, so that, as in every other JSON body, the
+                // values count and not the key order of the encoder (Go's struct order on the real server).
+                Err(_) if is_event_stream(&raw.body) => self.events(side, &raw.body),
                 Err(_) => Value::String(self.string(side, raw.body.trim())),
             }
         };
@@ -1893,6 +1902,15 @@ impl Norm {
         let ctype = raw.ctype.split(';').next().unwrap_or("").trim().to_string();
         json!({"code": raw.code, "ctype": ctype, "warning": self.string(side, &warning), "body": body})
     }
+}
+
+/// Whether `body` is a watch stream: one JSON event (`type` and `object`) a line, at least one.
+fn is_event_stream(body: &str) -> bool {
+    let mut lines = body.lines().filter(|l| !l.trim().is_empty()).peekable();
+    lines.peek().is_some()
+        && lines.all(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|e| e.get("type").is_some() && e.get("object").is_some())
+        })
 }
 
 /// For Status bodies only code, reason, message, details and status count.
