@@ -496,6 +496,15 @@ pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn version_is_indented_in_struct_order() {
+        let text = super::version_text(&crate::ApiServer::new());
+        assert!(text.starts_with("{\n  \"major\": \"1\",\n  \"minor\": "), "{text}");
+        assert!(text.ends_with(",\n  \"compiler\": \"gc\",\n  \"platform\": \"linux/amd64\"\n}"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 13);
+    }
+
+    #[test]
     fn storage_version_hash_of_pods_matches_kube() {
         // kube-apiserver answers `xPOwRZ+Yhw8=` for pods (core v1 Pod).
         assert_eq!(super::storage_version_hash("", "v1", "Pod"), "xPOwRZ+Yhw8=");

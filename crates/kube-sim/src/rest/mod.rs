@@ -1495,3 +1495,37 @@ where
 {
     b.collect().await.map(|c| c.to_bytes()).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undecodable_json_is_worded_like_kube_apiserver() {
+        // What kube-apiserver v1.36 answers to `POST .../configmaps` with the body `{not json`.
+        let body = b"{not json";
+        let e = undecodable(parse_body(body, "application/json").unwrap_err(), "ConfigMap", body, "application/json");
+        assert_eq!(
+            e.message,
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse \
+             error: invalid character 'n' looking for beginning of object key string ({not json)"
+        );
+        let long = br#"{"metadata": {"name": "a", "labels": oops}}"#;
+        let e = undecodable(parse_body(long, "application/json").unwrap_err(), "Pod", long, "application/json");
+        assert!(e.message.ends_with(r#"({"metadata": {"name": "a", "la ...)"#), "{}", e.message);
+        let e = undecodable(parse_body(b"x", "application/json").unwrap_err(), "Pod", b"x", "application/json");
+        assert!(e.message.ends_with("looking for beginning of value (78)"), "{}", e.message);
+    }
+
+    #[test]
+    fn daemonset_metadata_views_lack_the_template_generation_annotation() {
+        let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d",
+            "annotations": {"deprecated.daemonset.template.generation": "1", "j": "1"}}});
+        assert_eq!(partial_metadata(&ds)["metadata"]["annotations"], json!({"j": "1"}));
+        let only = json!({"metadata": {"name": "d", "annotations": {"deprecated.daemonset.template.generation": "2"}}});
+        assert_eq!(partial_metadata_of(&only, true)["metadata"], json!({"name": "d"}));
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
+            "annotations": {"deprecated.daemonset.template.generation": "1"}}});
+        assert_eq!(partial_metadata(&cm)["metadata"], cm["metadata"]);
+    }
+}
