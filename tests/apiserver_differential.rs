@@ -24,9 +24,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use regex::Regex;
 use serde_json::{Value, json};
 
-/// Percentage of agreeing steps required to pass: below the last measurement (1181/1205 = 98.0%, of which up to
-/// ten steps depend on the real server's Go map order; see docs/differential.md).
-const DEFAULT_MIN_SCORE: f64 = 97.0;
+/// Percentage of agreeing steps required to pass: below the last measurements (1192/1205 = 98.9% in two runs;
+/// the real server's run-to-run variation is normalised, see docs/differential.md; the 13 differing steps are the
+/// kube-controller-manager and Go-internal ones of docs/embedded-apiserver.md).
+const DEFAULT_MIN_SCORE: f64 = 98.5;
 
 /// The groups the test serves from CustomResourceDefinitions (`crates/druid-api/crds`, `deploy/crd.yaml`).
 const CRD_GROUPS: &[&str] = &["druid.gardener.cloud", "cert-manager.io", "machine.sapcloud.io"];
