@@ -24,9 +24,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use regex::Regex;
 use serde_json::{Value, json};
 
-/// Percentage of agreeing steps required to pass: below the last measurement (1181/1205 = 98.0%, of which up to
-/// ten steps depend on the real server's Go map order; see docs/differential.md).
-const DEFAULT_MIN_SCORE: f64 = 97.0;
+/// Percentage of agreeing steps required to pass: below the last measurements (1192/1205 = 98.9% in two runs;
+/// the real server's run-to-run variation is normalised, see docs/differential.md; the 13 differing steps are the
+/// kube-controller-manager and Go-internal ones of docs/embedded-apiserver.md).
+const DEFAULT_MIN_SCORE: f64 = 98.5;
+
+/// The groups the test serves from CustomResourceDefinitions (`crates/druid-api/crds`, `deploy/crd.yaml`).
+const CRD_GROUPS: &[&str] = &["druid.gardener.cloud", "cert-manager.io", "machine.sapcloud.io"];
 
 const JSON: &str = "application/json";
 const MERGE: &str = "application/merge-patch+json";
@@ -1772,6 +1776,46 @@ impl Norm {
                 if let Some(Value::Number(_)) = m.get("remainingItemCount") {
                     // kept: compared as is
                 }
+                // A Job created with generateName repeats its generated name in the pod template's `job-name`
+                // labels (pkg/registry/batch/job/strategy.go `generateSelector`): the same random suffix.
+                let job_gen = m.get("metadata").and_then(|md| {
+                    let g = md.get("generateName")?.as_str()?;
+                    let n = md.get("name")?.as_str()?;
+                    (n.starts_with(g) && n.len() == g.len() + 5).then(|| (g.to_string(), n.to_string()))
+                });
+                if let Some((g, n)) = job_gen
+                    && let Some(Value::Object(labels)) =
+                        m.get_mut("spec").and_then(|s| s.pointer_mut("/template/metadata/labels"))
+                {
+                    for k in ["batch.kubernetes.io/job-name", "job-name"] {
+                        if let Some(Value::String(v)) = labels.get_mut(k)
+                            && *v == n
+                        {
+                            *v = format!("{g}<gen>");
+                        }
+                    }
+                }
+                // `/version` (`version.Info`): `goVersion` and `gitCommit` describe how the real binary was built
+                // (component-base/version/base.go, set by the build's ldflags), not how it behaves.
+                if m.contains_key("gitVersion") && m.contains_key("goVersion") && m.contains_key("compiler") {
+                    for k in ["goVersion", "gitCommit"] {
+                        if let Some(v) = m.get_mut(k) {
+                            *v = json!("<build>");
+                        }
+                    }
+                }
+                // The resources of a group served from CRDs come in Go map order: the discovery controller builds
+                // the list from its informer cache (apiextensions-apiserver pkg/apiserver/
+                // customresource_discovery_controller.go `sync`), so the real order changes from run to run.
+                // Compared sorted by name; built-in groups keep their (registration) order.
+                let crd_group = m.get("kind").and_then(|k| k.as_str()) == Some("APIResourceList")
+                    && m.get("groupVersion")
+                        .and_then(|gv| gv.as_str())
+                        .and_then(|gv| gv.split('/').next())
+                        .is_some_and(|g| CRD_GROUPS.contains(&g));
+                if crd_group && let Some(Value::Array(rs)) = m.get_mut("resources") {
+                    rs.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+                }
                 // generateName suffixes
                 let g = m.get("generateName").and_then(|g| g.as_str()).map(String::from);
                 if let (Some(g), Some(Value::String(n))) = (g, m.get_mut("name"))
@@ -1801,6 +1845,26 @@ impl Norm {
         }
     }
 
+    /// The comparable form of a watch stream: its events, each normalised like an object.
+    fn events(&self, side: &Side, body: &str) -> Value {
+        let mut events = Vec::new();
+        for line in body.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<Value>(line) {
+                // A periodic BOOKMARK (progress only, without `k8s.io/initial-events-end`) comes when the
+                // server's bookmark timer fires, which the collection window does not control.
+                Ok(e)
+                    if e["type"] == "BOOKMARK"
+                        && e.pointer("/object/metadata/annotations/k8s.io~1initial-events-end").is_none() => {}
+                Ok(mut e) => {
+                    self.value(side, &mut e, "", false);
+                    events.push(status_only(e));
+                }
+                Err(_) => events.push(json!({"unparsed": self.string(side, line)})),
+            }
+        }
+        Value::Array(events)
+    }
+
     /// The comparable form of an answer.
     fn answer(&self, side: &Side, raw: &Raw) -> Value {
         let body = if raw.ctype == "kubectl" {
@@ -1814,32 +1878,24 @@ impl Norm {
                 let rv = Regex::new(r#"(resourceVersion"?:\s*"?)\d+"#).unwrap();
                 let s = rv.replace_all(&s, "${1}<rv>");
                 let ts = Regex::new(r"\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d [+-]\d{4}").unwrap();
-                ts.replace_all(&s, "<date>").into_owned()
+                let s = ts.replace_all(&s, "<date>");
+                // `/version` as kubectl prints it: the build fields, as in the object rule above.
+                let build = Regex::new(r#"("(?:goVersion|gitCommit)":\s*")[^"]*""#).unwrap();
+                build.replace_all(&s, "${1}<build>\"").into_owned()
             };
             json!({"stdout": f(v["stdout"].as_str().unwrap_or("")), "stderr": f(v["stderr"].as_str().unwrap_or(""))})
         } else if raw.ctype == "watch" {
-            let mut events = Vec::new();
-            for line in raw.body.lines().filter(|l| !l.trim().is_empty()) {
-                match serde_json::from_str::<Value>(line) {
-                    // A periodic BOOKMARK (progress only, without `k8s.io/initial-events-end`) comes when the
-                    // server's bookmark timer fires, which the collection window does not control.
-                    Ok(e)
-                        if e["type"] == "BOOKMARK"
-                            && e.pointer("/object/metadata/annotations/k8s.io~1initial-events-end").is_none() => {}
-                    Ok(mut e) => {
-                        self.value(side, &mut e, "", false);
-                        events.push(status_only(e));
-                    }
-                    Err(_) => events.push(json!({"unparsed": self.string(side, line)})),
-                }
-            }
-            Value::Array(events)
+            self.events(side, &raw.body)
         } else {
             match serde_json::from_str::<Value>(&raw.body) {
                 Ok(mut v) => {
                     self.value(side, &mut v, "", false);
                     status_only(v)
                 }
+                // A watch answered to a plain GET (`?watch=1&timeoutSeconds=…`) is a stream of JSON events, one a
+                // line: compared event by event like the watches above, so that, as in every other JSON body, the
+                // values count and not the key order of the encoder (Go's struct order on the real server).
+                Err(_) if is_event_stream(&raw.body) => self.events(side, &raw.body),
                 Err(_) => Value::String(self.string(side, raw.body.trim())),
             }
         };
@@ -1847,6 +1903,15 @@ impl Norm {
         let ctype = raw.ctype.split(';').next().unwrap_or("").trim().to_string();
         json!({"code": raw.code, "ctype": ctype, "warning": self.string(side, &warning), "body": body})
     }
+}
+
+/// Whether `body` is a watch stream: one JSON event (`type` and `object`) a line, at least one.
+fn is_event_stream(body: &str) -> bool {
+    let mut lines = body.lines().filter(|l| !l.trim().is_empty()).peekable();
+    lines.peek().is_some()
+        && lines.all(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|e| e.get("type").is_some() && e.get("object").is_some())
+        })
 }
 
 /// For Status bodies only code, reason, message, details and status count.
@@ -1857,6 +1922,15 @@ fn status_only(v: Value) -> Value {
             if let Some(x) = v.get(k) {
                 o.insert(k.to_string(), x.clone());
             }
+        }
+        // The causes of a server-side apply conflict come in Go map order: structured-merge-diff collects them
+        // by iterating the managers' map (merge/conflict.go `ConflictsFromManagers`), so the real order changes
+        // from run to run (the message sorts the managers and stays compared as is). Compared as a sorted list.
+        if o.get("reason").and_then(|r| r.as_str()) == Some("Conflict")
+            && let Some(Value::Array(causes)) = o.get_mut("details").and_then(|d| d.get_mut("causes"))
+            && causes.iter().all(|c| c["reason"] == "FieldManagerConflict")
+        {
+            causes.sort_by_key(|c| c.to_string());
         }
         return Value::Object(o);
     }

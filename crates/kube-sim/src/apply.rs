@@ -129,6 +129,12 @@ fn atomic_builtin(names: &[String], field: &str) -> bool {
     }
 }
 
+/// Items of associative lists that are atomic structs, owned as a whole (`k:{"uid":"…"}: {}`): an
+/// `OwnerReference` (`+structType=atomic` in apimachinery `pkg/apis/meta/v1/types.go`), in every kind's metadata.
+fn atomic_item(names: &[String], field: &str) -> bool {
+    field == "ownerReferences" && names.len() == 1 && names[0] == "metadata"
+}
+
 struct Walk<'a> {
     shape: Shape<'a>,
     out: &'a mut FieldSet,
@@ -156,6 +162,11 @@ impl Walk<'_> {
                     self.nodes.insert(path.clone());
                     for it in items {
                         path.push(key_token(it, &mk));
+                        if atomic_item(names, field) {
+                            self.out.insert(path.clone());
+                            path.pop();
+                            continue;
+                        }
                         let mut dot = path.clone();
                         dot.push(".".into());
                         self.out.insert(dot);
@@ -718,6 +729,16 @@ mod tests {
         record_update(None, &mut cr, "m", "x/v1", "", "t", &json!({}), Shape::Custom(None));
         let f = &cr["metadata"]["managedFields"][0]["fieldsV1"];
         assert_eq!(f["f:spec"], json!({".": {}, "f:backup": {".": {}, "f:port": {}}, "f:replicas": {}}));
+    }
+
+    #[test]
+    fn owner_references_are_owned_as_whole_items() {
+        // kube-apiserver v1.36 records an OwnerReference as one leaf under its uid key.
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u1", "controller": true}]}});
+        record_update(None, &mut cm, "m", "v1", "", "t", &json!({"metadata": {}}), Shape::Builtin);
+        let f = &cm["metadata"]["managedFields"][0]["fieldsV1"];
+        assert_eq!(f["f:metadata"]["f:ownerReferences"], json!({".": {}, "k:{\"uid\":\"u1\"}": {}}), "{f}");
     }
 
     #[test]

@@ -45,6 +45,34 @@ pub fn version(server: &ApiServer) -> Value {
         "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc", "platform": "linux/amd64"})
 }
 
+/// The body of `GET /version` as kube-apiserver writes it: `version.Info`'s fields in struct order, indented by
+/// two spaces (apiserver endpoints/handlers/responsewriters/writers.go `WriteRawJSON` uses `json.MarshalIndent`;
+/// `kubectl get --raw /version` prints these bytes).
+pub fn version_text(server: &ApiServer) -> String {
+    // component-base/version/types.go `Info`.
+    const ORDER: &[&str] = &[
+        "major",
+        "minor",
+        "emulationMajor",
+        "emulationMinor",
+        "minCompatibilityMajor",
+        "minCompatibilityMinor",
+        "gitVersion",
+        "gitCommit",
+        "gitTreeState",
+        "buildDate",
+        "goVersion",
+        "compiler",
+        "platform",
+    ];
+    let v = version(server);
+    let fields: Vec<String> = ORDER
+        .iter()
+        .filter_map(|k| v.get(*k).map(|x| format!("  \"{k}\": {}", serde_json::to_string(x).unwrap_or_default())))
+        .collect();
+    format!("{{\n{}\n}}", fields.join(",\n"))
+}
+
 /// `/api`.
 pub fn core_versions() -> Value {
     json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]})
@@ -467,6 +495,15 @@ pub fn openapi_v3_group(server: &ApiServer, g: &str, v: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn version_is_indented_in_struct_order() {
+        let text = super::version_text(&crate::ApiServer::new());
+        assert!(text.starts_with("{\n  \"major\": \"1\",\n  \"minor\": "), "{text}");
+        assert!(text.ends_with(",\n  \"compiler\": \"gc\",\n  \"platform\": \"linux/amd64\"\n}"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 13);
+    }
+
     #[test]
     fn storage_version_hash_of_pods_matches_kube() {
         // kube-apiserver answers `xPOwRZ+Yhw8=` for pods (core v1 Pod).

@@ -85,7 +85,7 @@ async fn route(
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return error_response(&ApiError::method_not_allowed());
         }
-        return json_response(200, &discovery::version(server));
+        return super::rest::json_text_response(200, discovery::version_text(server));
     }
     // Anonymous requests are authorized by RBAC like any user; apart from the public-info paths above the
     // bootstrap roles grant system:unauthenticated nothing (plugin/pkg/auth/authorizer/rbac/bootstrappolicy).

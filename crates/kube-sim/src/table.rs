@@ -333,9 +333,7 @@ fn row(rt: &ResourceType, o: &Value, include: &str) -> Value {
     let object = match include {
         "None" => Value::Null,
         "Object" => o.clone(),
-        _ => {
-            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o.get("metadata").cloned().unwrap_or(json!({}))})
-        }
+        _ => super::rest::partial_metadata_of(o, rt.group == "apps" && rt.kind == "DaemonSet"),
     };
     let mut r = json!({"cells": cells});
     if !object.is_null() {

@@ -52,6 +52,16 @@ pub fn json_response(code: u16, v: &Value) -> Response<Body> {
         .unwrap()
 }
 
+/// A JSON response whose body is already text (kept byte for byte).
+pub fn json_text_response(code: u16, text: String) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-cache, private")
+        .body(full(text.into_bytes()))
+        .unwrap()
+}
+
 /// A Status error response.
 pub fn error_response(e: &ApiError) -> Response<Body> {
     let mut r = json_response(e.code, &e.to_status());
@@ -965,8 +975,31 @@ pub fn parse_body(body: &[u8], ct: &str) -> Result<Value, ApiError> {
         return serde_saphyr::from_str::<Value>(s)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
     }
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
+    serde_json::from_slice(body).map_err(|e| {
+        // Go's `json.Unmarshal` wording when its scanner rejects the body, serde's otherwise.
+        let why = super::gojson::syntax_error(body).unwrap_or_else(|| e.to_string());
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {why}"))
+    })
+}
+
+/// A JSON body of a create or update that does not decode, as the handlers word it for the kind they expect.
+// apiserver endpoints/handlers/rest.go `transformDecodeError` and `summarizeData(body, 30)`: the body as text
+// when it starts with `{`, in hex otherwise, cut at 30 bytes.
+fn undecodable(e: ApiError, kind: &str, body: &[u8], ct: &str) -> ApiError {
+    if e.code != 400 || ct.contains("yaml") || ct.contains("protobuf") {
+        return e;
+    }
+    let cut = &body[..body.len().min(30)];
+    let more = if body.len() > 30 { " ..." } else { "" };
+    let summary = match body.first() {
+        None => "<empty>".to_string(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(cut)),
+        Some(_) => format!("{}{more}", cut.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+    };
+    ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {kind}): {} ({summary})",
+        e.message
+    ))
 }
 
 /// The verb of a resource request (kube's RequestInfo verbs).
@@ -1182,12 +1215,12 @@ pub async fn handle_resource(
         }
         "create" => match parse_body(req.body(), &ct) {
             Ok(b) => create(&ctx, b, None).map(|v| (201, v)),
-            Err(e) => Err(e),
+            Err(e) => Err(undecodable(e, &rt.kind, req.body(), &ct)),
         },
         "update" => match parse_body(req.body(), &ct) {
             Ok(b) => update(&ctx, info.name.as_deref().unwrap(), Mutation::Replace(b), sub)
                 .map(|(v, created)| (if created { 201 } else { 200 }, v)),
-            Err(e) => Err(e),
+            Err(e) => Err(undecodable(e, &rt.kind, req.body(), &ct)),
         },
         "patch" => {
             let name = info.name.as_deref().unwrap();
@@ -1260,7 +1293,9 @@ pub async fn handle_resource(
                 let items: Vec<Value> = v
                     .get("items")
                     .and_then(|i| i.as_array())
-                    .map(|a| a.iter().map(partial_metadata).collect())
+                    .map(|a| {
+                        a.iter().map(|o| partial_metadata_of(o, rt.group == "apps" && rt.kind == "DaemonSet")).collect()
+                    })
                     .unwrap_or_default();
                 json_response(
                     code,
@@ -1383,8 +1418,27 @@ pub enum Form {
 }
 
 /// The `PartialObjectMetadata` view of an object.
+// apiserver endpoints/handlers/response.go (`asPartialObjectMetadata`, `asTable` for `includeObject=Metadata`)
+// takes the metadata of the internal object the registry returned, before any conversion to the request's
+// version. A DaemonSet's template generation lives in its internal spec and only the apps/v1 conversion writes
+// it into the `deprecated.daemonset.template.generation` annotation (pkg/apis/apps/v1/conversion.go
+// `Convert_v1_DaemonSet_To_apps_DaemonSet` deletes it on the way in), so these views lack that annotation.
 pub fn partial_metadata(o: &Value) -> Value {
-    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o.get("metadata").cloned().unwrap_or(json!({}))})
+    let daemonset = o.get("kind").and_then(|k| k.as_str()) == Some("DaemonSet")
+        && o.get("apiVersion").and_then(|a| a.as_str()).is_some_and(|a| a.starts_with("apps/"));
+    partial_metadata_of(o, daemonset)
+}
+
+/// [`partial_metadata`] of an object known to be (or not to be) an apps DaemonSet, e.g. a list item without kind.
+pub fn partial_metadata_of(o: &Value, daemonset: bool) -> Value {
+    let mut metadata = o.get("metadata").cloned().unwrap_or(json!({}));
+    if daemonset && let Some(annotations) = metadata.get_mut("annotations").and_then(|a| a.as_object_mut()) {
+        annotations.remove("deprecated.daemonset.template.generation");
+        if annotations.is_empty() {
+            metadata.as_object_mut().unwrap().remove("annotations");
+        }
+    }
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
 }
 
 impl ApiServer {
@@ -1440,4 +1494,38 @@ where
     B::Error: std::fmt::Display,
 {
     b.collect().await.map(|c| c.to_bytes()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undecodable_json_is_worded_like_kube_apiserver() {
+        // What kube-apiserver v1.36 answers to `POST .../configmaps` with the body `{not json`.
+        let body = b"{not json";
+        let e = undecodable(parse_body(body, "application/json").unwrap_err(), "ConfigMap", body, "application/json");
+        assert_eq!(
+            e.message,
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse \
+             error: invalid character 'n' looking for beginning of object key string ({not json)"
+        );
+        let long = br#"{"metadata": {"name": "a", "labels": oops}}"#;
+        let e = undecodable(parse_body(long, "application/json").unwrap_err(), "Pod", long, "application/json");
+        assert!(e.message.ends_with(r#"({"metadata": {"name": "a", "la ...)"#), "{}", e.message);
+        let e = undecodable(parse_body(b"x", "application/json").unwrap_err(), "Pod", b"x", "application/json");
+        assert!(e.message.ends_with("looking for beginning of value (78)"), "{}", e.message);
+    }
+
+    #[test]
+    fn daemonset_metadata_views_lack_the_template_generation_annotation() {
+        let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d",
+            "annotations": {"deprecated.daemonset.template.generation": "1", "j": "1"}}});
+        assert_eq!(partial_metadata(&ds)["metadata"]["annotations"], json!({"j": "1"}));
+        let only = json!({"metadata": {"name": "d", "annotations": {"deprecated.daemonset.template.generation": "2"}}});
+        assert_eq!(partial_metadata_of(&only, true)["metadata"], json!({"name": "d"}));
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
+            "annotations": {"deprecated.daemonset.template.generation": "1"}}});
+        assert_eq!(partial_metadata(&cm)["metadata"], cm["metadata"]);
+    }
 }
