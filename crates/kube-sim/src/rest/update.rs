@@ -306,21 +306,25 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
         }
         let ts = now();
         let schema = crd_schema(ctx);
-        if !matches!(m, Mutation::Apply(..)) && ctx.events_api() {
-            // The field manager compares the objects in the request's version (`events.k8s.io/v1` names:
-            // `note`, `regarding`, `deprecatedSource`), not in the stored core/v1 form.
-            let mut ext_new = crate::events::to_external(&new);
-            let ext_cur = crate::events::to_external(&cur);
+        // The writer's managedFields entry, recorded on `updated` against `before`.
+        let record = |before: &Value, updated: &mut Value| {
             apply::record_update(
-                Some(&ext_cur),
-                &mut ext_new,
+                Some(before),
+                updated,
                 &ctx.manager,
                 &ctx.api_version(),
                 sub.unwrap_or(""),
                 &ts,
                 &ctx.zero(),
                 shape_of(ctx, schema.as_ref()),
-            );
+            )
+        };
+        if !matches!(m, Mutation::Apply(..)) && ctx.events_api() {
+            // The field manager compares the objects in the request's version (`events.k8s.io/v1` names:
+            // `note`, `regarding`, `deprecatedSource`), not in the stored core/v1 form.
+            let mut ext_new = crate::events::to_external(&new);
+            let ext_cur = crate::events::to_external(&cur);
+            record(&ext_cur, &mut ext_new);
             match ext_new.pointer("/metadata/managedFields") {
                 Some(mf) => new["metadata"]["managedFields"] = mf.clone(),
                 None => {
@@ -329,16 +333,7 @@ pub fn update(ctx: &Ctx, name: &str, m: Mutation, sub: Option<&str>) -> Result<(
             }
         } else if !matches!(m, Mutation::Apply(..)) && sub != Some("scale") {
             // A write through /scale brings its managedFields computed by the scale handler.
-            apply::record_update(
-                Some(&cur),
-                &mut new,
-                &ctx.manager,
-                &ctx.api_version(),
-                sub.unwrap_or(""),
-                &ts,
-                &ctx.zero(),
-                shape_of(ctx, schema.as_ref()),
-            );
+            record(&cur, &mut new);
         }
         new["metadata"]["resourceVersion"] = cur_rv.clone().into();
         if new == *cur {
