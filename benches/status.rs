@@ -185,6 +185,11 @@ async fn main() {
         t.elapsed().as_secs_f64()
     );
 
+    // BENCH_HOLD=N: keep the seeded server up for N seconds before measuring (to look at it by hand).
+    if let Some(hold) = std::env::var("BENCH_HOLD").ok().and_then(|v| v.parse::<u64>().ok()) {
+        println!("holding for {hold} s; KUBECONFIG={}", kubeconfig.display());
+        std::thread::sleep(std::time::Duration::from_secs(hold));
+    }
     println!("druidctl measured: {}", druidctl_bin());
     compare(
         "one Etcd",

@@ -2,6 +2,7 @@
 //! (`etcdctl alarm list`), every member concurrently and each bounded by [`MEMBER_READ_TIMEOUT`]. A member that
 //! cannot be reached is a reading too ([`Unreachable`], with the cause), never an error of the whole read.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmType, Client as EtcdClient, ConnectOptions, TlsOptions};
@@ -299,19 +300,48 @@ pub fn start_client_tls(kube: &kube::Client, etcd: &Etcd, timeout: Duration) -> 
     .shared()
 }
 
+/// A port-forward route opened before the member's pod was read ([`ViewReader::etcds_known`]): its URL, how
+/// the member is reached, and the bridge's guard; shared by the reads of that member.
+type SharedRoute =
+    Shared<BoxFuture<'static, Result<(String, String, Arc<tokio_util::sync::DropGuard>), etcd_access::RouteError>>>;
+
+/// Opens, in the background, the port-forward route to member pod `pod` of `etcd`; the result is shared.
+fn start_route(upgrades: &kube::Client, etcd: &Etcd, pod: String) -> SharedRoute {
+    let (kube, etcd) = (upgrades.clone(), etcd.clone());
+    let port = etcd_access::client_port(&etcd);
+    let opening = tokio::spawn(async move {
+        let route = etcd_access::port_forward_route(&kube, &etcd, &pod, port).await;
+        route.map(|(url, via, guard)| (url, via, Arc::new(guard)))
+    });
+    async move {
+        opening.await.unwrap_or_else(|e| Err(etcd_access::RouteError::Failed(format!("opening the port-forward: {e}"))))
+    }
+    .boxed()
+    .shared()
+}
+
 /// Reads one member within `timeout`: the route to it (a port-forward is opened while the TLS secret is still
-/// being read), then status and alarm list at once.
+/// being read, or was opened already: `early`), then status and alarm list at once.
 async fn read_member(
     upgrades: &kube::Client,
     etcd: &Etcd,
     pod: &Pod,
     tls: SharedTls,
+    early: Option<SharedRoute>,
     timeout: Duration,
 ) -> MemberReading {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let via = via(etcd, pod);
+    let route = async {
+        match (early, etcd_access::route(etcd, pod, etcd_access::in_cluster())) {
+            (Some(early), Route::PortForward { .. }) => early.await.map(|(url, via, guard)| (url, via, Some(guard))),
+            _ => etcd_access::member_route(upgrades, etcd, pod)
+                .await
+                .map(|(url, via, guard)| (url, via, guard.map(Arc::new))),
+        }
+    };
     let read = async {
-        let (tls, route) = tokio::join!(tls, etcd_access::member_route(upgrades, etcd, pod));
+        let (tls, route) = tokio::join!(tls, route);
         // An unreadable secret is said first: without it, even a route would not do.
         let tls = tls?;
         let (url, via, _bridge) = route.map_err(route_unreachable)?;
@@ -354,25 +384,47 @@ pub struct ViewReader {
     early_up_to: Option<usize>,
     /// The TLS reads started, by Etcd.
     tls: std::sync::Mutex<std::collections::HashMap<ObjectKey, SharedTls>>,
+    /// The port-forwards opened before the pods were read, by namespace and pod.
+    early_routes: std::sync::Mutex<std::collections::HashMap<(String, String), SharedRoute>>,
 }
 
 impl ViewReader {
     /// A reader whose member reads are each bounded by `timeout`. `early_up_to`: batches of more Etcds than
     /// this are not read early (`status` asks etcd for a few Etcds of a namespace only, unless told to).
     pub fn new(reads: kube::Client, upgrades: kube::Client, timeout: Duration, early_up_to: Option<usize>) -> Self {
-        ViewReader { reads, upgrades, timeout, early_up_to, tls: Default::default() }
+        ViewReader { reads, upgrades, timeout, early_up_to, tls: Default::default(), early_routes: Default::default() }
     }
 
     /// Starts the client TLS reads of `etcds`, now known, in the background (of those with members and a
-    /// client TLS; without it there is nothing to read).
+    /// client TLS; without it there is nothing to read). Outside the cluster it also opens their members'
+    /// port-forwards, which need only the pod names the Etcd gives: a member is reached that way unless its pod
+    /// carries the playground's URL annotation, which only the pod list tells, and a port-forward is then
+    /// dropped unused.
     pub fn etcds_known(&self, etcds: &[Etcd]) {
         if self.early_up_to.is_some_and(|max| etcds.len() > max) {
             return;
         }
-        for etcd in etcds.iter().filter(|e| e.spec.replicas > 0 && e.spec.etcd.client_url_tls.is_some()) {
-            // The read runs in its own task; the handle is kept for the members' reads.
-            drop(self.tls_of(etcd));
+        for etcd in etcds.iter().filter(|e| e.spec.replicas > 0) {
+            if etcd.spec.etcd.client_url_tls.is_some() {
+                // The read runs in its own task; the handle is kept for the members' reads.
+                drop(self.tls_of(etcd));
+            }
+            if !etcd_access::in_cluster() {
+                let ns = etcd.metadata.namespace.clone().unwrap_or_default();
+                let names = etcd.managed_names();
+                let mut routes = self.early_routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                for i in 0..u32::try_from(etcd.spec.replicas).unwrap_or(0) {
+                    let pod = names.pod(i);
+                    routes.entry((ns.clone(), pod.clone())).or_insert_with(|| start_route(&self.upgrades, etcd, pod));
+                }
+            }
         }
+    }
+
+    /// The port-forward to `pod` opened early, if any.
+    fn early_route(&self, pod: &Pod) -> Option<SharedRoute> {
+        let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+        self.early_routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned()
     }
 
     /// The TLS read of `etcd`, started now unless it already was.
@@ -399,7 +451,8 @@ impl ViewReader {
             let name = &observation.members.get(i)?.pod;
             let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(name.as_str()))?;
             let tls = tls.clone();
-            Some(async move { (i, read_member(&self.upgrades, etcd, pod, tls, self.timeout).await) })
+            let early = self.early_route(pod);
+            Some(async move { (i, read_member(&self.upgrades, etcd, pod, tls, early, self.timeout).await) })
         });
         for (i, reading) in futures::future::join_all(reads).await {
             later.members[i] = reading;
@@ -424,7 +477,9 @@ impl ViewReader {
             let tls = tls.clone();
             async move {
                 match (pod, tls) {
-                    (Some(pod), Some(tls)) => read_member(&self.upgrades, etcd, pod, tls, self.timeout).await,
+                    (Some(pod), Some(tls)) => {
+                        read_member(&self.upgrades, etcd, pod, tls, self.early_route(pod), self.timeout).await
+                    }
                     _ => MemberReading {
                         pod: pod_name.clone(),
                         via: String::new(),

@@ -41,7 +41,7 @@ pub struct Cluster {
     pub server: String,
     /// The configuration of a client that can upgrade connections, when [`Cluster::client`] cannot (the
     /// multiplexed client of [`connect_for_reads`]); built only when a port-forward is opened.
-    upgrades: Option<Box<Config>>,
+    upgrades: Option<Box<Upgrades>>,
 }
 
 impl Cluster {
@@ -49,12 +49,19 @@ impl Cluster {
     /// client of [`connect_for_reads`] cannot: an upgrade needs HTTP/1.1, and over HTTP/2 the request reaches
     /// the API server without its `Upgrade` header.
     pub fn upgrade_client(&self) -> Result<Client, ClusterError> {
-        match &self.upgrades {
-            None => Ok(self.client.clone()),
-            Some(config) => {
-                single_client((**config).clone(), None).map_err(|e| ClusterError::Kubeconfig(e.to_string()))
-            }
-        }
+        self.upgrade_client_opening(0)
+    }
+
+    /// [`Cluster::upgrade_client`], whose first `ahead` connections are opened now (TCP and TLS, in the
+    /// background: a command that will open port-forwards once its reads are in does not wait for the
+    /// handshakes then). Needs a Tokio runtime when `ahead` is not 0.
+    pub fn upgrade_client_opening(&self, ahead: usize) -> Result<Client, ClusterError> {
+        let built = match self.upgrades.as_deref() {
+            None => return Ok(self.client.clone()),
+            Some(Upgrades { config, tls: Some(tls) }) => upgrade_client_sharing(config, tls.clone(), ahead),
+            Some(Upgrades { config, tls: None }) => single_client(config.clone(), None),
+        };
+        built.map_err(|e| ClusterError::Kubeconfig(e.to_string()))
     }
 }
 
@@ -198,7 +205,7 @@ fn go_arch(arch: &str) -> &str {
 
 /// Connects as kubectl would (see the module doc).
 pub async fn connect(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
-    connect_with(opts, single_client, true).await
+    connect_with(opts, upgrading_client).await
 }
 
 /// kube's own client (HTTP/1.1, through a proxy when the kubeconfig names one), with the slow-answer notice.
@@ -210,12 +217,11 @@ fn single_client(config: Config, slow: Option<SlowAnswerLayer>) -> Result<Client
     })
 }
 
-/// Resolves the configuration and builds the client with `build` (`build_upgrades`: its client can open
-/// WebSocket upgrades).
+/// Resolves the configuration and builds the client with `build`, which also says how to build a client that
+/// can open WebSocket upgrades when its own client cannot.
 async fn connect_with(
     opts: &AccessOptions,
-    build: fn(Config, Option<SlowAnswerLayer>) -> Result<Client, kube::Error>,
-    build_upgrades: bool,
+    build: fn(Config, Option<SlowAnswerLayer>) -> Result<Built, kube::Error>,
 ) -> Result<Cluster, ClusterError> {
     let (config, context) = resolve_config(opts).await?;
     let namespace = config.default_namespace.clone();
@@ -226,9 +232,16 @@ async fn connect_with(
         is_default: opts.request_timeout.is_none(),
     });
     let slow = opts.slow_answer.clone().map(|n| SlowAnswerLayer::new(n, &server));
-    let upgrades = (!build_upgrades).then(|| Box::new(config.clone()));
-    let client = build(config, slow).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
+    let (client, upgrades) = build(config, slow).map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
     Ok(Cluster { client, namespace, context, server, upgrades })
+}
+
+/// [`single_client`], whose client opens upgrades itself.
+fn upgrading_client(
+    config: Config,
+    slow: Option<SlowAnswerLayer>,
+) -> Result<(Client, Option<Box<Upgrades>>), kube::Error> {
+    Ok((single_client(config, slow)?, None))
 }
 
 /// Connects as [`connect`] does, with a client that sends concurrent requests over one HTTP/2 connection
@@ -237,25 +250,78 @@ async fn connect_with(
 /// HTTP/2 on every transport unless `DISABLE_HTTP2` is set. kube's own connector
 /// is HTTP/1.1 only, so each concurrent request costs a TCP connection and a TLS handshake of its own.
 ///
-/// For reads only: WebSocket upgrades (port-forward) need HTTP/1.1, so commands that open them use [`connect`].
+/// WebSocket upgrades (port-forward) need HTTP/1.1: [`Cluster::upgrade_client`] gives a client for them.
 pub async fn connect_for_reads(opts: &AccessOptions) -> Result<Cluster, ClusterError> {
-    connect_with(opts, multiplexed_client, false).await
+    connect_with(opts, multiplexed_client).await
+}
+
+/// A client, and how to build one that can open upgrades when it cannot (`None`: it can).
+type Built = (Client, Option<Box<Upgrades>>);
+
+/// How [`Cluster::upgrade_client`] builds its HTTP/1.1 client: from the configuration and, when the reads'
+/// client was built here, its TLS configuration, whose session cache the two share (a port-forward's TLS
+/// handshake then resumes the session of the reads' connection instead of authenticating both ends again).
+#[derive(Clone)]
+pub(crate) struct Upgrades {
+    config: Config,
+    tls: Option<tokio_rustls::rustls::ClientConfig>,
 }
 
 /// The client of [`connect_for_reads`]: kube's stack (base URI, credentials, headers, timeouts) over a
-/// connector that offers `h2` and `http/1.1` by ALPN. A proxy in the kubeconfig keeps kube's own builder,
-/// which knows how to tunnel.
-fn multiplexed_client(config: Config, slow: Option<SlowAnswerLayer>) -> Result<Client, kube::Error> {
+/// connector that offers `h2` and `http/1.1` by ALPN, every request over one HTTP/2 connection when the
+/// server chooses `h2` ([`super::one_connection`]). A proxy in the kubeconfig keeps kube's own builder, which
+/// knows how to tunnel.
+fn multiplexed_client(config: Config, slow: Option<SlowAnswerLayer>) -> Result<Built, kube::Error> {
     use kube::client::ConfigExt;
-    use tower::ServiceBuilder;
 
     if config.proxy_url.is_some() {
-        return single_client(config, slow);
+        let client = single_client(config.clone(), slow)?;
+        return Ok((client, Some(Box::new(Upgrades { config, tls: None }))));
     }
-    // The connector offers `h2` and `http/1.1` by ALPN itself (`enable_all_versions`).
     let tls = config.rustls_client_config()?;
+    // A connection that stopped answering is noticed by HTTP/2 pings, as client-go does
+    // (k8s.io/apimachinery pkg/util/net/http.go `SetTransportDefaults` → `configureHTTP2Transport`: a ping after
+    // `ReadIdleTimeout` 30s without a frame read, the connection closed when it is not acknowledged within
+    // `PingTimeout` 15s); requests on it then fail at once instead of waiting for their own timeout.
+    let mut pooled = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
+    pooled
+        .timer(hyper_util::rt::TokioTimer::new())
+        .http2_keep_alive_interval(HTTP2_READ_IDLE_TIMEOUT)
+        .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
+        .http2_keep_alive_while_idle(true);
+    // The connector offers `h2` and `http/1.1` by ALPN itself (`enable_all_versions`).
+    let connector = connector(&config, tls.clone(), true)?;
+    let http_client = super::one_connection::OneConnection::new(connector, &pooled);
+    let client = stack(&config, slow, http_client)?;
+    Ok((client, Some(Box::new(Upgrades { config, tls: Some(tls) }))))
+}
+
+/// The HTTP/1.1 client of [`Cluster::upgrade_client`] over `tls`, shared with the reads' client, with `ahead`
+/// connections opened now.
+fn upgrade_client_sharing(
+    config: &Config,
+    tls: tokio_rustls::rustls::ClientConfig,
+    ahead: usize,
+) -> Result<Client, kube::Error> {
+    let connector = super::one_connection::Stashed::new(connector(config, tls, false)?);
+    if ahead > 0 {
+        connector.open_ahead(&config.cluster_url, ahead);
+    }
+    let pooled = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, kube::client::Body>(connector);
+    stack(config, None, pooled)
+}
+
+type Connector =
+    hyper_timeout::TimeoutConnector<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>>;
+
+/// A connector over `tls` that offers `h2` and `http/1.1` by ALPN (`http2`) or `http/1.1` only, with the
+/// configuration's TLS server name and connect/read/write limits.
+fn connector(config: &Config, tls: tokio_rustls::rustls::ClientConfig, http2: bool) -> Result<Connector, kube::Error> {
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
+    // As kube's own connector: a request written in pieces must not wait for the peer's delayed ACK.
+    http.set_nodelay(true);
     let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
     let builder = match &config.tls_server_name {
         Some(name) => {
@@ -265,29 +331,40 @@ fn multiplexed_client(config: Config, slow: Option<SlowAnswerLayer>) -> Result<C
         }
         None => builder,
     };
-    let mut connector = hyper_timeout::TimeoutConnector::new(builder.enable_all_versions().wrap_connector(http));
+    let https = if http2 {
+        builder.enable_all_versions().wrap_connector(http)
+    } else {
+        builder.enable_http1().wrap_connector(http)
+    };
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
-    // A connection that stopped answering is noticed by HTTP/2 pings, as client-go does
-    // (k8s.io/apimachinery pkg/util/net/http.go `SetTransportDefaults` → `configureHTTP2Transport`: a ping after
-    // `ReadIdleTimeout` 30s without a frame read, the connection closed when it is not acknowledged within
-    // `PingTimeout` 15s); requests on it then fail at once instead of waiting for their own timeout.
-    let http_client: hyper_util::client::legacy::Client<_, kube::client::Body> =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .timer(hyper_util::rt::TokioTimer::new())
-            .http2_keep_alive_interval(HTTP2_READ_IDLE_TIMEOUT)
-            .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
-            .http2_keep_alive_while_idle(true)
-            .build(connector);
+    Ok(connector)
+}
+
+/// kube's layers (base URI, credentials, extra headers) and the slow-answer notice over `http`.
+fn stack<S>(config: &Config, slow: Option<SlowAnswerLayer>, http: S) -> Result<Client, kube::Error>
+where
+    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<hyper::body::Incoming>>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    tower::BoxError: From<S::Error>,
+{
+    use kube::client::ConfigExt;
+    use tower::ServiceBuilder;
+
     let service = ServiceBuilder::new()
         .option_layer(slow)
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(tower::BoxError::from)
-        .service(http_client);
-    Ok(Client::new(service, config.default_namespace))
+        .service(http);
+    Ok(Client::new(service, config.default_namespace.clone()))
 }
 
 /// An HTTP/2 connection with no frame read for this long is pinged (client-go's `ReadIdleTimeout`).

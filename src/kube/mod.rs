@@ -9,6 +9,7 @@ pub mod etcds;
 pub mod in_force;
 pub mod install;
 pub mod inventory;
+mod one_connection;
 pub mod slim;
 pub mod slow_answer;
 pub mod target;

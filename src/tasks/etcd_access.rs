@@ -70,14 +70,14 @@ pub fn route(etcd: &Etcd, pod: &Pod, in_cluster: bool) -> Route {
         return Route::Direct(url.clone());
     }
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let port = etcd.spec.etcd.client_port.unwrap_or(DEFAULT_CLIENT_PORT);
     if in_cluster {
+        let port = etcd.spec.etcd.client_port.unwrap_or(DEFAULT_CLIENT_PORT);
         let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
         let scheme = if tls { "https" } else { "http" };
         let peer = etcd.managed_names().peer_service();
         return Route::Direct(format!("{scheme}://{name}.{peer}.{ns}.svc:{port}"));
     }
-    Route::PortForward { pod: name, port: u16::try_from(port).unwrap_or(2379) }
+    Route::PortForward { pod: name, port: client_port(etcd) }
 }
 
 /// A connection to one member's etcd; the port-forward bridge (if any) stops when it is dropped.
@@ -249,16 +249,34 @@ pub async fn member_route(
     etcd: &Etcd,
     pod: &Pod,
 ) -> Result<(String, String, Option<tokio_util::sync::DropGuard>), RouteError> {
-    let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
-    let scheme = if etcd.spec.etcd.client_url_tls.is_some() { "https" } else { "http" };
     Ok(match route(etcd, pod, in_cluster()) {
         Route::Direct(url) => (url.clone(), url, None),
         Route::PortForward { pod: name, port } => {
-            let stop = CancellationToken::new();
-            let addr = bridge(kube, ns, &name, port, stop.clone()).await?;
-            (format!("{scheme}://{addr}"), format!("a port-forward to {name}:{port}"), Some(stop.drop_guard()))
+            let (url, via, guard) = port_forward_route(kube, etcd, &name, port).await?;
+            (url, via, Some(guard))
         }
     })
+}
+
+/// The port-forward route to port `port` of member pod `pod` of `etcd` ([`Route::PortForward`]): a URL of a
+/// loopback bridge that stays open while the guard lives, and how the member is reached, for messages. Needs
+/// the pod's name only, so it can be opened before the pod is read.
+pub async fn port_forward_route(
+    kube: &kube::Client,
+    etcd: &Etcd,
+    pod: &str,
+    port: u16,
+) -> Result<(String, String, tokio_util::sync::DropGuard), RouteError> {
+    let ns = etcd.metadata.namespace.as_deref().unwrap_or("default");
+    let scheme = if etcd.spec.etcd.client_url_tls.is_some() { "https" } else { "http" };
+    let stop = CancellationToken::new();
+    let addr = bridge(kube, ns, pod, port, stop.clone()).await?;
+    Ok((format!("{scheme}://{addr}"), format!("a port-forward to {pod}:{port}"), stop.drop_guard()))
+}
+
+/// The client port of `etcd`'s members, as [`route`] forwards to it.
+pub fn client_port(etcd: &Etcd) -> u16 {
+    u16::try_from(etcd.spec.etcd.client_port.unwrap_or(DEFAULT_CLIENT_PORT)).unwrap_or(2379)
 }
 
 /// [`member_route`] with its failure as a [`StepError`] (a refused port-forward is permanent, the rest
