@@ -33,11 +33,7 @@ async fn status_of_one_etcd_stays_within_its_request_budget() {
     let one = run_counted(&fx, &["status", "-n", CONTEXT_NS, "etcd-main"]).await;
     println!("status etcd-main: {} requests\n{}", one.len(), one.join("\n"));
     let (port_forwards, reads): (Vec<&String>, Vec<&String>) = one.iter().partition(|r| r.contains("/portforward"));
-    assert!(
-        reads.len() <= ONE_ETCD_BUDGET,
-        "status of one Etcd made {} reads (budget {ONE_ETCD_BUDGET})",
-        reads.len()
-    );
+    assert!(reads.len() <= ONE_ETCD_BUDGET, "status of one Etcd made {} reads (budget {ONE_ETCD_BUDGET})", reads.len());
     assert!(
         port_forwards.len() <= ONE_ETCD_PORT_FORWARDS,
         "status of one Etcd opened {} port-forwards (one per member: {ONE_ETCD_PORT_FORWARDS})",

@@ -22,6 +22,7 @@ mod discovery;
 mod events;
 mod faults;
 mod gc;
+mod godiff;
 mod gojson;
 mod log;
 mod portforward;

@@ -39,6 +39,9 @@ pub const MACHINE_KUBECONFIG: &str = "machine-kubeconfig";
 /// `capability` of the [`external::Fallback`] in the record when the etcd members are simulated.
 pub const SIMULATED_MEMBERS_CAPABILITY: &str = "etcd members (real etcd processes)";
 
+/// How many of its last etcd log lines a playground start-up timeout shows per unready member.
+const READINESS_LOG_LINES: usize = 25;
+
 /// How to start a playground.
 #[derive(Debug, Clone)]
 pub struct PlaygroundOptions {
@@ -535,6 +538,8 @@ impl Playground {
     }
 
     /// Waits until every Etcd is Ready with all members ready.
+    ///
+    /// A timeout's message says what stood in the way ([`Playground::readiness_report`]).
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), LandscapeError> {
         let deadline = Instant::now() + timeout;
         for ns in &self.namespaces {
@@ -556,7 +561,8 @@ impl Playground {
     }
 
     /// What stands between the Etcd in `ns` and ready, for a timeout's message: its Ready and AllMembersReady
-    /// conditions, readyReplicas, and what each member's pod shows (running, ready, restarts, waiting reason).
+    /// conditions, readyReplicas, what each member's pod shows (running, ready, restarts, waiting reason), and
+    /// the end of each unready member's etcd log.
     async fn readiness_report(&self, ns: &str) -> String {
         let mut parts = Vec::new();
         match Api::<Etcd>::namespaced(self.admin.clone(), ns).get_opt(&self.opts.etcd_name).await {
@@ -582,6 +588,14 @@ impl Playground {
                 "{}: running={} ready={} restarts={}{waiting}",
                 m.pod, v.running, v.ready, v.restart_count
             ));
+        }
+        // etcd's own words, when a member runs and is not ready: why the cluster did not form (peers not
+        // reached, TLS refused, a member ID mismatch) is said there only.
+        for m in members.iter().filter(|m| m.namespace == ns && !m.view().ready) {
+            let log = std::fs::read_to_string(m.process().config().log_file).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(READINESS_LOG_LINES)..].join("\n");
+            parts.push(format!("\n--- last {READINESS_LOG_LINES} lines of {}'s etcd log:\n{tail}", m.pod));
         }
         parts.join("; ")
     }

@@ -661,32 +661,63 @@ fn check_immutable(ctx: &Ctx, name: &str, cur: &Value, new: &Value) -> Result<()
             return Err(ApiError::invalid(&ctx.rt.kind, &ctx.rt.group, name, &causes));
         }
         ("", "persistentvolumeclaims") => {
-            let strip = |o: &Value| {
-                let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
-                // Only a bound claim may change its storage request (`ValidatePersistentVolumeClaimUpdate` in
-                // `pkg/apis/core/validation/validation.go`).
-                let bound = new.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Bound");
-                if bound && let Some(r) = spec.pointer_mut("/resources/requests").and_then(|r| r.as_object_mut()) {
-                    r.remove("storage");
+            // `ValidatePersistentVolumeClaimUpdate` (kubernetes `pkg/apis/core/validation/validation.go`): the
+            // specs are compared after the changes that are allowed are copied over, and their diff is part
+            // of the message.
+            let spec = |o: &Value| o.get("spec").cloned().unwrap_or(Value::Null);
+            let (mut old, mut newer) = (spec(cur), spec(new));
+            let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            // The volume name may be set once (by the binding controller).
+            if text(&old, "volumeName").is_empty() {
+                set(&mut old, "volumeName", newer.get("volumeName").cloned());
+            }
+            // A storage class may be set on a claim that had none and no beta annotation
+            // (`validateStorageClassUpgradeFromNil`).
+            let beta = |o: &Value| o.pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class").cloned();
+            let new_class = newer.get("storageClassName").and_then(Value::as_str).map(str::to_string);
+            if beta(cur).is_none()
+                && old.get("storageClassName").is_none_or(Value::is_null)
+                && new_class.as_ref().is_some_and(|c| beta(new).is_none_or(|a| a.as_str() == Some(c.as_str())))
+            {
+                set(&mut newer, "storageClassName", None);
+            }
+            // A bound claim may change its storage request and its volume attributes class.
+            if new.pointer("/status/phase").and_then(Value::as_str) == Some("Bound") {
+                let old_size = old.pointer("/resources/requests/storage").cloned();
+                if let Some(r) = newer.pointer_mut("/resources/requests").and_then(Value::as_object_mut) {
+                    match old_size {
+                        Some(size) => r.insert("storage".into(), size),
+                        None => r.remove("storage"),
+                    };
                 }
-                if let Some(m) = spec.as_object_mut() {
-                    m.remove("volumeAttributesClassName");
-                    if o.pointer("/spec/volumeName").is_none() {
-                        m.remove("volumeName");
-                    }
+                if newer.get("volumeAttributesClassName").is_some_and(|v| !v.is_null()) {
+                    set(&mut newer, "volumeAttributesClassName", old.get("volumeAttributesClassName").cloned());
                 }
-                spec
-            };
-            if strip(cur) != strip(new) {
+            }
+            let (old, newer) = (crate::godiff::pvc_spec(&old), crate::godiff::pvc_spec(&newer));
+            if old != newer {
+                let diff = crate::godiff::unified(&old, &newer);
                 return forbid(
                     "spec",
-                    "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+                    &format!(
+                        "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n{diff}"
+                    ),
                 );
             }
         }
         _ => {}
     }
     Ok(())
+}
+
+/// Sets (or, with `None`, removes) field `key` of object `v`.
+fn set(v: &mut Value, key: &str, value: Option<Value>) {
+    if let Some(m) = v.as_object_mut() {
+        match value {
+            Some(value) => m.insert(key.to_string(), value),
+            None => m.remove(key),
+        };
+    }
 }
 
 /// Validation of the built-in kinds (see [`super::corevalidation`]); the 422 on failure.
