@@ -85,3 +85,25 @@ fn demo_space_shows_writes_refused_then_recovered_and_the_space_freed() {
     assert_eq!(freed.len(), 3, "the space freed on every member: {stdout}");
     assert!(stdout.contains("Timeline:") && stdout.contains("recover (runbook)"), "{stdout}");
 }
+
+/// A reader that goes away (`druidctl demo | head -3`) does not stop the demo half-way with its playground up: it
+/// runs to its end without a word, tears everything down, and exits 141 (docs/exit-codes.md), never a panic.
+#[test]
+fn a_closed_stdout_ends_the_demo_quietly_after_its_teardown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_druidctl"))
+        .args(["demo", "--simulated-members", "--keys-before", "3", "--keys-after", "1"])
+        .env("TMPDIR", tmp.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "the demo removes its state: {left:?}");
+}

@@ -52,11 +52,15 @@ pub enum Scenario {
     Space,
 }
 
-/// What the demo prints: every line shortened to the terminal's width, steps timed.
+/// What the demo prints: every line shortened to the terminal's width, steps timed. When stdout is closed
+/// (`druidctl demo | head -3`), the demo still runs to its end, so that it tears its playground down, without
+/// a word; it then exits 141 (docs/exit-codes.md).
 struct Out {
     started: Instant,
     width: usize,
     entries: Vec<(String, Duration)>,
+    /// The first failure to write to stdout; nothing more is written after it.
+    failed: std::cell::RefCell<Option<std::io::Error>>,
 }
 
 /// Indent of the lines under a step.
@@ -64,7 +68,17 @@ const UNDER: &str = "         ";
 
 impl Out {
     fn say(&self, line: &str) {
-        println!("{}", druidctl::output::fit(line, self.width));
+        use std::io::Write;
+        let mut failed = self.failed.borrow_mut();
+        if failed.is_none()
+            && let Err(e) = writeln!(std::io::stdout().lock(), "{}", druidctl::output::fit(line, self.width))
+        {
+            *failed = Some(e);
+        }
+    }
+    /// An empty line.
+    fn blank(&self) {
+        self.say("");
     }
     /// A result under the current step.
     fn result(&self, line: &str) {
@@ -87,7 +101,12 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
         &uuid::Uuid::new_v4().simple().to_string()[..6]
     ));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let mut out = Out { started: Instant::now(), width: druidctl::output::line_width(), entries: Vec::new() };
+    let mut out = Out {
+        started: Instant::now(),
+        width: druidctl::output::line_width(),
+        entries: Vec::new(),
+        failed: Default::default(),
+    };
     let result = rt.block_on(async {
         let stop = CancellationToken::new();
         let demo = demo(&dir, &args, &mut out, stop.clone());
@@ -105,7 +124,7 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     if result.is_err() && args.keep {
-        println!("state kept in {}", dir.display());
+        out.say(&format!("state kept in {}", dir.display()));
     }
     if result.is_ok() {
         out.result(&if args.keep {
@@ -113,14 +132,19 @@ pub fn exec(_ctx: &mut Context, args: DemoArgs) -> anyhow::Result<()> {
         } else {
             "✓ stopped; the playground's directory is deleted".to_string()
         });
-        println!("\nTimeline:");
+        out.blank();
+        out.say("Timeline:");
         let width = out.entries.iter().map(|(w, _)| w.chars().count()).max().unwrap_or(10);
         for (what, d) in &out.entries {
             out.say(&format!("  {what:<width$}  {:>8}", human_ms(d.as_millis() as u64)));
         }
         out.say(&format!("  {:<width$}  {:>8}", "total", human_ms(out.started.elapsed().as_millis() as u64)));
     }
-    result
+    result?;
+    match out.failed.into_inner() {
+        Some(e) => Err(druidctl::output::OutputError::Io(e).into()),
+        None => Ok(()),
+    }
 }
 
 /// The demo's steps, printed once before they run.
@@ -153,13 +177,13 @@ async fn demo(dir: &PathBuf, args: &DemoArgs, out: &mut Out, stop: CancellationT
         Scenario::QuorumLoss => "druidctl demo: permanent quorum loss and its recovery, on a local playground",
         Scenario::Space => "druidctl demo: a database out of space (NOSPACE) and its recovery, on a local playground",
     });
-    println!();
+    out.blank();
     out.say("Plan:");
     let steps = plan(args);
     for (i, s) in steps.iter().enumerate() {
         out.say(&format!("  {}. {s}", i + 1));
     }
-    println!();
+    out.blank();
 
     let t = out.begin(1, "start the playground");
     let mut opts = PlaygroundOptions::new(dir);

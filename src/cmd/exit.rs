@@ -214,7 +214,7 @@ pub const BY_COMMAND: &[(ExitCode, &str, &str)] = &[
     ),
     (
         ExitCode::OutputClosed,
-        "every command that prints results; `logs -f` and `status --watch` end at their next line",
+        "every command that prints results; `logs -f` and `status --watch` end at their next line; `demo` runs to its end first, so that it tears its playground down",
         "`druidctl logs etcd-main | head -1` → one line, nothing on stderr (exit 0 for the shell: `head`'s; 141 with `set -o pipefail`)",
     ),
 ];

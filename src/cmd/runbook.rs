@@ -305,8 +305,9 @@ async fn resolve_machine(
     if let Some(p) = &plan
         && matches!(ctx.printer.format(), OutputFormat::Table | OutputFormat::Wide)
     {
+        let mut out = std::io::stdout().lock();
         for l in p.describe() {
-            println!("{l}");
+            writeln!(out, "{l}").map_err(druidctl::output::OutputError::Io)?;
         }
     }
     // The blast-radius check before anything is created (the deletion step checks it again right before acting).

@@ -299,6 +299,11 @@ async fn reconcile_all(ctx: &Arc<Ctx>) -> Result<(), LandscapeError> {
                 let rt = ensure_runtime(ctx, &ns, &pod_name, &name, &pvc, volume).await?;
                 create_pod(ctx, sts, &pod_name, &pvc, &claim, &rt, &node).await;
                 taken.insert(node);
+                // Live from now on, though the pod list of this pass predates it: the runtime must not be taken
+                // for a gone pod's below. Stopping it here stopped a member seconds after its first start, and a
+                // member stopped after etcd created its WAL but before it saved the bootstrap entries restarts
+                // with no voters (`restarting local member … voters=()`): its cluster never forms.
+                live_pods.insert((ns.clone(), pod_name.clone()));
             }
         }
         // Scale down: highest ordinal first, one per pass.
