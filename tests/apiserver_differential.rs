@@ -1766,6 +1766,16 @@ impl Norm {
             }
             Value::Object(m) => {
                 m.remove("selfLink");
+                // The real server orders managedFields by operation, then by each entry's time in whole seconds,
+                // then by manager (apiserver `pkg/endpoints/handlers/fieldmanager/internal/managedfields.go`
+                // `sortEncodedManagedFields`): two applies in one second or across a second boundary come out in
+                // either order. Times are normalised, so entries are compared in operation and manager order.
+                if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+                    entries.sort_by_key(|e| {
+                        ["operation", "manager", "apiVersion", "subresource"]
+                            .map(|k| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string())
+                    });
+                }
                 for k in ["uid", "resourceVersion", "continue"] {
                     if let Some(Value::String(s)) = m.get_mut(k)
                         && !s.is_empty()
