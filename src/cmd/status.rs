@@ -37,9 +37,6 @@ pub struct StatusArgs {
 /// Up to this many Etcds of one namespace, `status` asks their etcd without `--etcd`.
 pub const ETCD_BY_DEFAULT_MAX: usize = 4;
 
-/// How many members a named Etcd is expected to have, for the connections opened ahead of its port-forwards.
-const MEMBERS_EXPECTED: usize = 3;
-
 /// Whether `status` asks etcd itself for `count` Etcds found by `targets`.
 fn ask_etcd(args: &StatusArgs, targets: &Targets, count: usize) -> bool {
     args.etcd || (!args.no_etcd && !matches!(targets, Targets::AllNamespaces { .. }) && count <= ETCD_BY_DEFAULT_MAX)
@@ -62,12 +59,9 @@ async fn reports(
     };
     let reader = if may_ask {
         let early_up_to = (!args.etcd).then_some(ETCD_BY_DEFAULT_MAX);
-        // Named Etcds (a few): their members' port-forwards will be asked for as soon as each Etcd is read, over
-        // connections opened now, three per Etcd (etcd-druid's usual replicas).
+        // Named Etcds (a few): their members' port-forwards will be asked for as soon as each Etcd is read.
         let ahead = match &targets {
-            Targets::Named(keys) if !druidctl::tasks::etcd_access::in_cluster() => {
-                keys.len().min(ETCD_BY_DEFAULT_MAX) * MEMBERS_EXPECTED
-            }
+            Targets::Named(keys) => ViewReader::connections_ahead(keys.len().min(ETCD_BY_DEFAULT_MAX)),
             _ => 0,
         };
         let up = cluster.upgrade_client_opening(ahead)?;

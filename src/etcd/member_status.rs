@@ -300,6 +300,9 @@ pub fn start_client_tls(kube: &kube::Client, etcd: &Etcd, timeout: Duration) -> 
     .shared()
 }
 
+/// How many members an Etcd is expected to have before it is read, for the connections opened ahead.
+const MEMBERS_EXPECTED: usize = 3;
+
 /// A port-forward route opened before the member's pod was read ([`ViewReader::etcds_known`]): its URL, how
 /// the member is reached, and the bridge's guard; shared by the reads of that member.
 type SharedRoute =
@@ -419,6 +422,13 @@ impl ViewReader {
                 }
             }
         }
+    }
+
+    /// How many connections to open ahead for the port-forwards of `etcds` Etcds that will be read early
+    /// ([`crate::kube::Cluster::upgrade_client_opening`]): three per Etcd (etcd-druid's usual replicas) outside
+    /// the cluster, none inside it, where members are reached by their DNS names.
+    pub fn connections_ahead(etcds: usize) -> usize {
+        if etcd_access::in_cluster() { 0 } else { etcds * MEMBERS_EXPECTED }
     }
 
     /// The port-forward to `pod` opened early, if any.

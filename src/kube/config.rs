@@ -259,8 +259,10 @@ pub async fn connect_for_reads(opts: &AccessOptions) -> Result<Cluster, ClusterE
 type Built = (Client, Option<Box<Upgrades>>);
 
 /// How [`Cluster::upgrade_client`] builds its HTTP/1.1 client: from the configuration and, when the reads'
-/// client was built here, its TLS configuration, whose session cache the two share (a port-forward's TLS
-/// handshake then resumes the session of the reads' connection instead of authenticating both ends again).
+/// client was built here, its TLS configuration: the credentials and CA are parsed once, and the two clients
+/// share rustls's session cache. Whether a port-forward's handshake resumes a session of the reads' connection
+/// is not measured: `status` opens its port-forward connections beside the first read, before any session
+/// ticket can have arrived.
 #[derive(Clone)]
 pub(crate) struct Upgrades {
     config: Config,

@@ -1,12 +1,15 @@
 //! The object diffs kube-apiserver writes into some validation messages, word for word.
 //!
 //! `ValidatePersistentVolumeClaimUpdate` (kubernetes `pkg/apis/core/validation/validation.go`) appends, to its
-//! "spec is immutable after creation …" cause, a diff of the old and the new claim spec with apimachinery's
-//! `diff.Diff` (`k8s.io/apimachinery/pkg/util/diff`): both specs as the *internal* Go types marshalled by
+//! "spec is immutable after creation …" cause, a diff of the old and the new *internal* claim spec (older
+//! releases with go-cmp's `cmp.Diff`). The format here is the one the real kube-apiserver v1.36.2 answers, read
+//! off its answers (the tests below pin two of them), not from its source: both specs marshalled by
 //! `encoding/json` with one-space indentation (the internal types have no JSON tags, so the keys are the Go
 //! field names, in declaration order), compared as lines by a unified diff with three lines of context and no
-//! file header (the real server's answer: `@@ -6,7 +6,7 @@` followed by ` "Resources": {` …). The line diff
-//! is the maintained `similar` crate's, which follows difflib's hunk format.
+//! file header (`@@ -6,7 +6,7 @@` followed by ` "Resources": {` …). apimachinery's `diff.Diff` without go-cmp
+//! (`pkg/util/diff`, build tag `!usegocmp`) writes two-space JSON with ten lines of context and file headers, so
+//! it is not what that server runs. The line diff is the maintained `similar` crate's, which follows difflib's
+//! hunk format.
 
 use serde_json::Value;
 
@@ -73,58 +76,54 @@ impl Go {
 
     fn write(&self, out: &mut String, depth: usize) {
         match self {
-            Go::Struct(fields) => {
-                out.push('{');
-                for (i, (name, value)) in fields.iter().enumerate() {
-                    out.push_str(if i == 0 { "\n" } else { ",\n" });
-                    indent(out, depth + 1);
-                    out.push_str(&go_string(name));
-                    out.push_str(": ");
-                    value.write(out, depth + 1);
-                }
-                if !fields.is_empty() {
-                    out.push('\n');
-                    indent(out, depth);
-                }
-                out.push('}');
-            }
+            Go::Struct(fields) => write_block(out, depth, ('{', '}'), fields.iter(), |out, (name, value), d| {
+                write_key(out, name);
+                value.write(out, d);
+            }),
             Go::Raw(v) => write_value(out, v, depth),
         }
     }
 }
 
-fn indent(out: &mut String, depth: usize) {
-    out.extend(std::iter::repeat_n(' ', depth));
+/// `items` between `brackets` as `json.MarshalIndent(v, "", " ")` writes a collection at `depth`: each on a line
+/// of its own, indented one space deeper, separated by commas; an empty one as `{}` or `[]`.
+fn write_block<T>(
+    out: &mut String,
+    depth: usize,
+    (open, close): (char, char),
+    items: impl Iterator<Item = T>,
+    mut write_item: impl FnMut(&mut String, T, usize),
+) {
+    out.push(open);
+    let mut any = false;
+    for item in items {
+        out.push_str(if any { ",\n" } else { "\n" });
+        any = true;
+        out.extend(std::iter::repeat_n(' ', depth + 1));
+        write_item(out, item, depth + 1);
+    }
+    if any {
+        out.push('\n');
+        out.extend(std::iter::repeat_n(' ', depth));
+    }
+    out.push(close);
+}
+
+/// An object key and its separator.
+fn write_key(out: &mut String, key: &str) {
+    out.push_str(&go_string(key));
+    out.push_str(": ");
 }
 
 /// `v` as `json.MarshalIndent(v, "", " ")` writes it at `depth`.
 fn write_value(out: &mut String, v: &Value, depth: usize) {
     match v {
-        Value::Array(items) if !items.is_empty() => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                out.push_str(if i == 0 { "\n" } else { ",\n" });
-                indent(out, depth + 1);
-                write_value(out, item, depth + 1);
-            }
-            out.push('\n');
-            indent(out, depth);
-            out.push(']');
-        }
-        Value::Object(map) if !map.is_empty() => {
-            // serde_json's map is sorted by key, as Go writes map keys.
-            out.push('{');
-            for (i, (k, item)) in map.iter().enumerate() {
-                out.push_str(if i == 0 { "\n" } else { ",\n" });
-                indent(out, depth + 1);
-                out.push_str(&go_string(k));
-                out.push_str(": ");
-                write_value(out, item, depth + 1);
-            }
-            out.push('\n');
-            indent(out, depth);
-            out.push('}');
-        }
+        Value::Array(items) => write_block(out, depth, ('[', ']'), items.iter(), write_value),
+        // serde_json's map is sorted by key, as Go writes map keys.
+        Value::Object(map) => write_block(out, depth, ('{', '}'), map.iter(), |out, (k, item), d| {
+            write_key(out, k);
+            write_value(out, item, d);
+        }),
         Value::String(s) => out.push_str(&go_string(s)),
         other => out.push_str(&other.to_string()),
     }
